@@ -1,0 +1,47 @@
+"""Backends: `(torch.fx.GraphModule, example_inputs) -> callable`, Dynamo's contract.
+
+    from codegen import register_backend
+
+    @register_backend
+    def my_backend(gm, example_inputs):
+        return gm.forward
+
+Built in: `eager` (runs the GraphModule) and `python` (straight-line Python source that
+calls torch, the default for CPU tensors).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+_BACKENDS: dict[str, Callable] = {}
+
+
+def register_backend(fn: Callable | None = None, *, name: str | None = None):
+    """Register `fn` under `name` (default: its __name__). Usable as a decorator."""
+    def register(f):
+        key = name or f.__name__
+        _BACKENDS[key] = f
+        return f
+    return register(fn) if fn is not None else register
+
+
+def list_backends() -> list[str]:
+    return sorted(_BACKENDS)
+
+
+def lookup_backend(backend) -> tuple[str, Callable]:
+    """(name, callable) for a registered name or a callable backend."""
+    if callable(backend):
+        return getattr(backend, "__name__", repr(backend)), backend
+    try:
+        return backend, _BACKENDS[backend]
+    except KeyError:
+        raise ValueError(f"unknown backend {backend!r}; registered: {', '.join(list_backends())}") from None
+
+
+def default_backend(example_inputs) -> str:
+    """`python` on CPU; the Triton backend takes CUDA tensors once it exists."""
+    return "python"
+
+
+from . import eager, python  # noqa: E402,F401  (register the built-in backends)

@@ -1,0 +1,7 @@
+"""The `eager` backend: run the captured GraphModule as it is (checks the capture, not codegen)."""
+from . import register_backend
+
+
+@register_backend
+def eager(gm, example_inputs):
+    return gm.forward

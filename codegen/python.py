@@ -1,0 +1,169 @@
+"""The `python` backend: an FX graph becomes straight-line Python source calling torch.
+
+    def forward(x, y):
+        mul = x * 2
+        add = mul + y
+        del mul
+        relu = torch.relu(add)
+        ...
+        return (relu,)
+
+No GraphModule, no interpreter: one Python function whose statements are the graph's
+nodes, with intermediates deleted after their last use. The source is written to a file
+in the cache directory (see `rewrite.codeload`) so tracebacks land in it.
+"""
+from __future__ import annotations
+
+import operator
+import sys
+
+import torch
+import torch.fx
+
+from rewrite import codeload, logs
+from rewrite.guards.guard import is_literal
+
+from . import register_backend
+
+BINARY = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
+          operator.floordiv: "//", operator.mod: "%", operator.pow: "**", operator.matmul: "@",
+          operator.lshift: "<<", operator.rshift: ">>", operator.and_: "&", operator.or_: "|",
+          operator.xor: "^", operator.lt: "<", operator.le: "<=", operator.eq: "==", operator.ne: "!=",
+          operator.gt: ">", operator.ge: ">="}
+INPLACE = {operator.iadd: "+=", operator.isub: "-=", operator.imul: "*=", operator.itruediv: "/=",
+           operator.ifloordiv: "//=", operator.imod: "%=", operator.ipow: "**=", operator.imatmul: "@=",
+           operator.iand: "&=", operator.ior: "|=", operator.ixor: "^=", operator.ilshift: "<<=",
+           operator.irshift: ">>="}
+UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~"}
+RESERVED = {"torch", "operator"}
+
+
+class Renderer:
+    def __init__(self, graph: torch.fx.Graph):
+        self.graph = graph
+        self.consts: dict[str, object] = {}
+        self._const_ids: dict[int, str] = {}
+        self.names = {n: (n.name + "_" if n.name in RESERVED or n.name.startswith("___") else n.name)
+                      for n in graph.nodes}
+
+    def const(self, obj) -> str:
+        key = id(obj)
+        if key not in self._const_ids:
+            name = f"___k{len(self._const_ids)}"
+            self._const_ids[key] = name
+            self.consts[name] = obj
+        return self._const_ids[key]
+
+    def arg(self, a) -> str:
+        if isinstance(a, torch.fx.Node):
+            return self.names[a]
+        if isinstance(a, tuple):
+            inner = ", ".join(self.arg(x) for x in a)
+            return f"({inner},)" if len(a) == 1 else f"({inner})"
+        if isinstance(a, list):
+            return "[" + ", ".join(self.arg(x) for x in a) + "]"
+        if isinstance(a, dict):
+            return "{" + ", ".join(f"{k!r}: {self.arg(v)}" for k, v in a.items()) + "}"
+        if isinstance(a, slice):
+            return f"slice({self.arg(a.start)}, {self.arg(a.stop)}, {self.arg(a.step)})"
+        if isinstance(a, torch.dtype):
+            return str(a)  # 'torch.float32'
+        if is_literal(a) and not isinstance(a, tuple):
+            return repr(a)
+        return self.const(a)
+
+    def index(self, idx) -> str:
+        """A subscript, written as Python writes it: x[1:3, None, ...]."""
+        parts = idx if isinstance(idx, tuple) else (idx,)
+        out = []
+        for p in parts:
+            if isinstance(p, slice):
+                s = "" if p.start is None else self.arg(p.start)
+                s += ":" + ("" if p.stop is None else self.arg(p.stop))
+                if p.step is not None:
+                    s += ":" + self.arg(p.step)
+                out.append(s)
+            elif p is Ellipsis:
+                out.append("...")
+            else:
+                out.append(self.arg(p))
+        if isinstance(idx, tuple) and len(idx) == 1:
+            return out[0] + ","
+        return ", ".join(out) if out else "()"
+
+    def call_args(self, node) -> str:
+        parts = [self.arg(a) for a in node.args]
+        parts += [f"{k}={self.arg(v)}" for k, v in node.kwargs.items()]
+        return ", ".join(parts)
+
+    def function_ref(self, fn) -> str:
+        """`torch.relu` when that dotted path names `fn` itself, else a bound constant."""
+        mod, name = getattr(fn, "__module__", None), getattr(fn, "__name__", None)
+        if mod and name and mod.split(".")[0] == "torch" and getattr(sys.modules.get(mod), name, None) is fn:
+            return f"{mod}.{name}"
+        return self.const(fn)
+
+    def statement(self, node) -> list[str]:
+        """Python lines computing `node` into its name."""
+        out, t, a = self.names[node], node.target, node.args
+        if node.op == "call_function":
+            if t in BINARY:
+                return [f"{out} = {self.arg(a[0])} {BINARY[t]} {self.arg(a[1])}"]
+            if t in INPLACE:
+                return [f"{out} = {self.arg(a[0])}", f"{out} {INPLACE[t]} {self.arg(a[1])}"]
+            if t in UNARY:
+                return [f"{out} = {UNARY[t]}{self.arg(a[0])}"]
+            if t is operator.getitem:
+                return [f"{out} = {self.arg(a[0])}[{self.index(a[1])}]"]
+            if t is operator.setitem:
+                return [f"{self.arg(a[0])}[{self.index(a[1])}] = {self.arg(a[2])}", f"{out} = None"]
+            if t is getattr and isinstance(a[1], str) and a[1].isidentifier():
+                return [f"{out} = {self.arg(a[0])}.{a[1]}"]
+            return [f"{out} = {self.function_ref(t)}({self.call_args(node)})"]
+        if node.op == "call_method":
+            self_, *rest = node.args
+            parts = [self.arg(x) for x in rest] + [f"{k}={self.arg(v)}" for k, v in node.kwargs.items()]
+            return [f"{out} = {self.arg(self_)}.{t}({', '.join(parts)})"]
+        if node.op == "get_attr":
+            raise NotImplementedError("get_attr nodes: the python backend takes graphs without module state")
+        raise NotImplementedError(f"python backend: node kind {node.op}")
+
+    def render(self, fn_name: str = "forward") -> str:
+        nodes = list(self.graph.nodes)
+        params = [self.names[n] for n in nodes if n.op == "placeholder"]
+        last_use: dict[torch.fx.Node, torch.fx.Node] = {}
+        for n in nodes:
+            for inp in n.all_input_nodes:
+                last_use[inp] = n
+        dying: dict[torch.fx.Node, list[str]] = {}
+        for value, user in last_use.items():
+            if value.op != "placeholder" and user.op != "output":
+                dying.setdefault(user, []).append(self.names[value])
+        lines = [f"def {fn_name}({', '.join(params)}):"]
+        for n in nodes:
+            if n.op == "placeholder":
+                continue
+            if n.op == "output":
+                lines.append(f"    return {self.arg(n.args[0])}")
+                continue
+            lines += ["    " + s for s in self.statement(n)]
+            if n in dying:
+                lines.append(f"    del {', '.join(sorted(dying[n]))}")
+        return "\n".join(lines) + "\n"
+
+
+def python_source(gm: torch.fx.GraphModule, name: str = "forward") -> tuple[str, dict]:
+    r = Renderer(gm.graph)
+    return r.render(name), r.consts
+
+
+@register_backend
+def python(gm: torch.fx.GraphModule, example_inputs):
+    name = getattr(gm, "_rewrite_name", "graph")
+    body, consts = python_source(gm)
+    header = f"# python backend: {name}\nimport torch\nimport operator\n\n"
+    source = header + body
+    if logs.enabled("output_code"):
+        logs.get("output_code").debug("python backend source for %s:\n%s", name, source)
+    ns = codeload.load("python", name, source, dict(consts))
+    return ns["forward"]

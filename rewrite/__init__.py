@@ -1,0 +1,16 @@
+"""rewrite: a just-in-time compiler for PyTorch that rewrites code objects instead of hooking frames.
+
+    from rewrite import jit
+
+    @jit
+    def f(x, n):
+        ...
+"""
+from . import config
+from .api import dispatcher_of, jit
+from .dispatch import reset_all as reset
+from .errors import BackendCompilerFailed, RecompileLimitExceeded, RewriteError, Unsupported
+from codegen import list_backends, register_backend
+
+__all__ = ["jit", "reset", "config", "register_backend", "list_backends", "dispatcher_of",
+           "RewriteError", "Unsupported", "BackendCompilerFailed", "RecompileLimitExceeded"]

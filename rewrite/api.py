@@ -1,0 +1,65 @@
+"""`jit`: rewrite a function's code object in place, at decoration time."""
+from __future__ import annotations
+
+import dis
+import functools
+import io
+import types
+import weakref
+
+from . import logs
+from .bytecode import is_rewritten, splice_prologue
+from .bytecode.compat import CO_GENERATOR_LIKE
+from .dispatch import MISS, Dispatcher, Options
+
+# one rewritten code object (and so one dispatcher) per (original code, globals, options)
+_REWRITTEN: dict = {}
+_DISPATCHERS: "weakref.WeakKeyDictionary[types.CodeType, Dispatcher]" = weakref.WeakKeyDictionary()
+
+
+def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None = None):
+    """Compile `fn` just in time; returns `fn` itself, its `__code__` rewritten.
+
+    `@jit`, `jit(fn)` and `@jit(backend=..., fullgraph=..., dynamic=...)` all work.
+    backend: a registered name ("python", "eager", ...) or a callable `(gm, example_inputs) -> callable`;
+    None picks the default for the inputs' device. fullgraph: raise instead of running eagerly
+    what cannot be traced.
+    """
+    options = Options(backend, fullgraph, dynamic)
+    if fn is None:
+        return functools.partial(jit, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if not isinstance(target, types.FunctionType):
+        raise TypeError(f"jit expects a Python function, got {type(fn).__name__}")
+    code = target.__code__
+    if is_rewritten(code):
+        return fn
+    if code.co_flags & CO_GENERATOR_LIKE:
+        return fn  # generators and coroutines run as they are
+    key = (code, id(target.__globals__), options)
+    new = _REWRITTEN.get(key)
+    if new is None:
+        dispatcher = Dispatcher(code, target.__globals__, options, target.__qualname__)
+        new = splice_prologue(code, dispatcher.slot, MISS)
+        _REWRITTEN[key] = new
+        _DISPATCHERS[new] = dispatcher
+        if logs.enabled("bytecode"):
+            logs.get("bytecode").debug("ORIGINAL BYTECODE %s\n%s\nMODIFIED BYTECODE %s\n%s",
+                                       target.__qualname__, _dis(code), target.__qualname__, _dis(new))
+    target.__code__ = new
+    return fn
+
+
+def dispatcher_of(fn) -> Dispatcher:
+    """The dispatcher behind a jitted function (its cache entries, guards and graphs)."""
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    try:
+        return _DISPATCHERS[target.__code__]
+    except (KeyError, AttributeError, TypeError):
+        raise ValueError(f"{fn!r} is not a jitted function") from None
+
+
+def _dis(code) -> str:
+    out = io.StringIO()
+    dis.dis(code, file=out)
+    return out.getvalue()

@@ -1,0 +1,57 @@
+"""The one place that knows which Python version runs.
+
+Everything that differs between CPython versions -- how a call is spelled in bytecode,
+which opcodes exist, how a jump's target is named -- is decided here, from `dis` and
+`sys.version_info`, so the rest of the project never checks a version itself.
+"""
+from __future__ import annotations
+
+import dis
+import sys
+
+PY311 = sys.version_info[:2] == (3, 11)
+PY312 = sys.version_info[:2] == (3, 12)
+PY313 = sys.version_info[:2] == (3, 13)
+SUPPORTED = PY311  # versions whose opcode handlers are complete
+
+OPNAMES = frozenset(dis.opmap)
+# Generated and coroutine code objects: the prologue cannot return a compiled result
+# from them, so they are left as they are.
+CO_GENERATOR_LIKE = 0x20 | 0x80 | 0x100 | 0x200  # GENERATOR, COROUTINE, ITERABLE_COROUTINE, ASYNC_GENERATOR
+
+
+def call_instrs(Instr, nargs: int, location):
+    """Instructions that call the callable pushed (after a NULL) with `nargs` arguments."""
+    if PY311:
+        return [Instr("PRECALL", nargs, location=location), Instr("CALL", nargs, location=location)]
+    return [Instr("CALL", nargs, location=location)]
+
+
+def push_null_then(Instr, location):
+    """A NULL goes below the callable for a plain (non-method) call."""
+    return [Instr("PUSH_NULL", location=location)]
+
+
+def branch_if_not_miss(Instr, label, location):
+    """Jump to `label` when the value on top (compared with `is`) is the MISS sentinel."""
+    if PY311:
+        return [Instr("IS_OP", 0, location=location),
+                Instr("POP_JUMP_FORWARD_IF_TRUE", label, location=location)]
+    return [Instr("IS_OP", 0, location=location), Instr("POP_JUMP_IF_TRUE", label, location=location)]
+
+
+def preamble_end(instrs) -> int:
+    """Index just after the instruction that ends the frame set-up (RESUME)."""
+    for i, ins in enumerate(instrs):
+        if getattr(ins, "name", None) == "RESUME":
+            return i + 1
+    return 0
+
+
+# How the tracer reads a few version-specific instructions.
+def load_global_pushes_null(inst) -> bool:
+    """3.11+: LOAD_GLOBAL's low bit says whether a NULL is pushed before the value."""
+    return bool(inst.arg & 1)
+
+
+BINARY_OPS = dict(enumerate(symbol for _, symbol in dis._nb_ops))  # arg -> '+', '+=', ...

@@ -1,0 +1,88 @@
+"""Splice a dispatcher prologue in front of a function's original bytecode.
+
+The rewritten code is::
+
+    <frame set-up: COPY_FREE_VARS, MAKE_CELL ..., RESUME>
+    PUSH_NULL
+    LOAD_CONST   <Slot>          # the dispatcher's slot: a constant, not a global
+    LOAD_ATTR    call
+    LOAD_FAST    <each argument>  (LOAD_DEREF for arguments that are cells)
+    LOAD_CLOSURE <each free variable's cell>
+    PRECALL/CALL n
+    COPY 1; LOAD_CONST MISS; IS_OP; POP_JUMP_IF_TRUE original
+    RETURN_VALUE
+  original:
+    POP_TOP
+    <the original bytecode, untouched>
+
+Every original instruction keeps its location, so tracebacks, `inspect` and debuggers see
+the user's lines. `Slot.call` is swapped by the dispatcher as its cache changes; the code
+object itself never changes again.
+"""
+from __future__ import annotations
+
+import types
+import weakref
+
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
+from bytecode.instr import InstrLocation
+
+from . import compat
+
+_ORIGINALS: "weakref.WeakKeyDictionary[types.CodeType, types.CodeType]" = weakref.WeakKeyDictionary()
+
+
+def argument_names(code: types.CodeType) -> tuple[str, ...]:
+    """Names of all parameters, in frame order (positional, keyword-only, *args, **kwargs)."""
+    n = code.co_argcount + code.co_kwonlyargcount
+    n += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    return code.co_varnames[:n]
+
+
+def prologue_names(code: types.CodeType) -> tuple[str, ...]:
+    """What the prologue passes to the dispatcher: every argument, then every free cell."""
+    return argument_names(code) + code.co_freevars
+
+
+def splice_prologue(code: types.CodeType, slot, miss) -> types.CodeType:
+    """Return `code` with a prologue that calls `slot.call(*args, *cells)` first."""
+    if code.co_flags & compat.CO_GENERATOR_LIKE:
+        raise TypeError(f"cannot rewrite generator or coroutine code {code.co_name!r}")
+    bc = Bytecode.from_code(code)
+    at = compat.preamble_end(bc)
+    loc = InstrLocation(code.co_firstlineno, code.co_firstlineno, None, None)
+    cells = set(code.co_cellvars)
+    loads = []
+    for name in argument_names(code):
+        if name in cells:
+            loads.append(Instr("LOAD_DEREF", CellVar(name), location=loc))
+        else:
+            loads.append(Instr("LOAD_FAST", name, location=loc))
+    for name in code.co_freevars:
+        loads.append(Instr("LOAD_CLOSURE", FreeVar(name), location=loc))
+    original = Label()
+    prologue = [
+        *compat.push_null_then(Instr, loc),
+        Instr("LOAD_CONST", slot, location=loc),
+        Instr("LOAD_ATTR", "call", location=loc),
+        *loads,
+        *compat.call_instrs(Instr, len(loads), loc),
+        Instr("COPY", 1, location=loc),
+        Instr("LOAD_CONST", miss, location=loc),
+        *compat.branch_if_not_miss(Instr, original, loc),
+        Instr("RETURN_VALUE", location=loc),
+        original,
+        Instr("POP_TOP", location=loc),
+    ]
+    bc[at:at] = prologue
+    new = bc.to_code()
+    _ORIGINALS[new] = code
+    return new
+
+
+def is_rewritten(code: types.CodeType) -> bool:
+    return code in _ORIGINALS
+
+
+def original_code(code: types.CodeType) -> types.CodeType:
+    return _ORIGINALS.get(code, code)

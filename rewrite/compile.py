@@ -1,0 +1,168 @@
+"""From one call's arguments to one cache entry, as a flat list of named passes:
+
+    capture  -> trace the frame symbolically into an fx graph, guards and an output Var
+    outputs  -> decide what the graph returns and how the entry rebuilds the Python result
+    backend  -> backend(GraphModule, example_inputs) -> callable
+    guards   -> generate the guard closure
+    entry    -> generate the entry function (graph inputs from the frame, result rebuilt)
+"""
+from __future__ import annotations
+
+import textwrap
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx
+
+from . import codeload, logs
+from .errors import BackendCompilerFailed, Unsupported
+from .guards.codegen import GuardFunction, GuardSet, build_guard_function
+from .guards.guard import Consts
+from .guards.source import GLOBALS, param_name
+from .trace.interpreter import Tracer
+from .trace.values import ConstVar, DictVar, ListVar, ObjectVar, TensorVar, TupleVar, Var
+
+
+@dataclass
+class Entry:
+    """One cache entry: the guard closure and what runs when it passes."""
+    guard: GuardFunction
+    fn: object  # the entry function, or a function returning MISS (run the original bytecode)
+    index: int
+    graph_module: torch.fx.GraphModule | None = None
+    source: str = ""  # the entry function's source
+    reason: str | None = None  # why the entry runs eagerly, if it does
+    compile_seconds: float = 0.0
+    ops: int = 0
+
+
+@dataclass
+class Capture:
+    tracer: Tracer
+    result: Var
+    graph_outputs: list = field(default_factory=list)  # fx nodes, in output order
+    rebuild: str = "None"  # Python expression over ___o (graph outputs) and the frame's names
+    consts: Consts = field(default_factory=Consts)
+
+
+def capture(code, globals_, params, args) -> Capture:
+    tracer = Tracer(code, globals_, params, args)
+    try:
+        result = tracer.run()
+    except Unsupported as e:
+        e.guards = tracer.guards  # a fallback entry is guarded by what was read before the break
+        raise
+    return Capture(tracer, result)
+
+
+def plan_outputs(cap: Capture) -> None:
+    """Graph outputs are the tensors the result holds; everything else is rebuilt in Python."""
+    index: dict[torch.fx.Node, int] = {}
+
+    def rebuild(v: Var) -> str:
+        if v.source is not None and not isinstance(v, ConstVar):
+            return v.source.expr()  # an input returned as it is: the very same object
+        if isinstance(v, TensorVar):
+            if v.node not in index:
+                index[v.node] = len(cap.graph_outputs)
+                cap.graph_outputs.append(v.node)
+            return f"___o[{index[v.node]}]"
+        if isinstance(v, ConstVar):
+            return cap.consts.ref(v.value)
+        if isinstance(v, TupleVar):
+            inner = ", ".join(rebuild(i) for i in v.items)
+            if v.py_type is tuple:
+                return f"({inner},)" if len(v.items) == 1 else f"({inner})"
+            if hasattr(v.py_type, "_fields"):
+                return f"{cap.consts.ref(v.py_type)}({inner})"
+            return f"{cap.consts.ref(v.py_type)}(({inner},))"
+        if isinstance(v, ListVar):
+            return "[" + ", ".join(rebuild(i) for i in v.items) + "]"
+        if isinstance(v, DictVar):
+            return "{" + ", ".join(f"{cap.consts.ref(k)}: {rebuild(i)}" for k, i in v.items.items()) + "}"
+        if isinstance(v, ObjectVar):
+            return cap.consts.ref(v.value)
+        raise Unsupported(f"returning {type(v).__name__} from a compiled function")
+
+    cap.rebuild = rebuild(cap.result)
+    cap.tracer.graph.output(cap.graph_outputs)
+
+
+def call_backend(cap: Capture, backend_name: str, backend, name: str):
+    graph = cap.tracer.graph
+    if not graph.op_count and not cap.graph_outputs:
+        return None, None
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph.graph)
+    gm._rewrite_name = name
+    example_inputs = [value for _, value, _ in graph.inputs]
+    try:
+        compiled = backend(gm, example_inputs)
+    except Exception as e:
+        raise BackendCompilerFailed(backend_name, e) from e
+    if not callable(compiled):
+        raise BackendCompilerFailed(backend_name, TypeError(f"backend returned {type(compiled).__name__}, not a callable"))
+    return gm, compiled
+
+
+def build_entry(cap: Capture | None, compiled, params, globals_, name: str, miss=None):
+    """The entry function: read graph inputs from the frame, call the compiled graph, rebuild."""
+    args = ", ".join(param_name(p) for p in params)
+    consts = cap.consts if cap is not None else Consts()
+    if cap is None:  # a fallback entry: the original bytecode runs
+        body = "return ___MISS"
+        consts.values["___MISS"] = miss
+    else:
+        inputs = ", ".join(src.expr() for src, _, _ in cap.tracer.graph.inputs)
+        lines = []
+        if compiled is not None:
+            lines.append(f"___o = ___graph({inputs})")
+            consts.values["___graph"] = compiled
+        lines.append(f"return {cap.rebuild}")
+        body = "\n        ".join(lines)
+    free = ", ".join([GLOBALS, *consts.values])
+    source = textwrap.dedent(f"""\
+        # entry of {name}
+        def ___make({free}):
+            def entry({args}):
+                {{body}}
+            return entry
+        """).replace("{body}", body)
+    ns = codeload.load("entries", name, source, {})
+    fn = ns["___make"](globals_, *consts.values.values())
+    fn.__qualname__ = fn.__name__ = f"entry_{name}"
+    return fn, source
+
+
+def compile_entry(dispatcher, args) -> Entry:
+    """Trace one call and build its cache entry (or a guarded fallback entry on Unsupported)."""
+    start = time.perf_counter()
+    code, globals_, params = dispatcher.code, dispatcher.globals, dispatcher.params
+    name = f"{code.co_name}_{dispatcher.compiles}"
+    try:
+        cap = capture(code, globals_, params, args)
+        plan_outputs(cap)
+    except Unsupported as e:
+        if dispatcher.options.fullgraph:
+            raise
+        guards = getattr(e, "guards", None) or GuardSet()
+        guard = build_guard_function(guards, params, globals_, name)
+        fn, source = build_entry(None, None, params, globals_, name, miss=dispatcher.MISS)
+        return Entry(guard, fn, dispatcher.compiles, source=source, reason=str(e),
+                     compile_seconds=time.perf_counter() - start)
+    backend_name, backend = dispatcher.backend_for(cap)
+    gm, compiled = call_backend(cap, backend_name, backend, name)
+    guard = build_guard_function(cap.tracer.guards, params, globals_, name)
+    fn, source = build_entry(cap, compiled, params, globals_, name)
+    entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
+                  ops=cap.tracer.graph.op_count)
+    _log(entry, name)
+    return entry
+
+
+def _log(entry: Entry, name: str) -> None:
+    if logs.enabled("guards"):
+        logs.get("guards").debug("%s", entry.guard.source)
+    if logs.enabled("output_code"):
+        graph = entry.graph_module.code if entry.graph_module is not None else "(no graph)"
+        logs.get("output_code").debug("graph of %s:%s\n%s", name, graph, entry.source)

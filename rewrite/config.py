@@ -1,0 +1,17 @@
+"""The few settings there are. Change them as attributes: `rewrite.config.recompile_limit = 16`."""
+from __future__ import annotations
+
+import os
+
+# Cache entries one code object may hold before calls no entry accepts run eagerly (Dynamo: 8).
+recompile_limit: int = 8
+# Compiles of one code object over its lifetime, a safety net over recompile_limit (Dynamo: 256).
+accumulated_recompile_limit: int = 256
+# On a backend failure: warn and run eagerly instead of raising BackendCompilerFailed.
+suppress_errors: bool = os.environ.get("REWRITE_SUPPRESS_ERRORS", "") not in ("", "0")
+# Depth of user-function inlining before the tracer gives up on a call.
+max_inline_depth: int = 32
+# Instructions one trace may interpret before giving up (guards against runaway loops).
+max_trace_instructions: int = 200_000
+# Where generated sources (guards, entries, backend code) are written.
+cache_dir: str = os.environ.get("REWRITE_CACHE_DIR", "")

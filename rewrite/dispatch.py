@@ -1,0 +1,206 @@
+"""The per-code-object cache: entries, LRU order, recompile limits, the miss path.
+
+The prologue calls `slot.call(*args, *cells)`. With no entries `slot.call` is
+`Dispatcher.miss`; with entries it is a generated function that tries each entry's guard
+closure in most-recently-hit order:
+
+    def dispatch(x, n):
+        if ___g0(x, n):
+            return ___e0(x, n)
+        if ___g1(x, n):
+            return ___hit(1, x, n)      # promote entry 1 to the front, then run it
+        return ___miss(x, n)
+
+Promotion rebinds the closure cells of that function, so reordering costs no code
+generation. A new entry regenerates it (once per compile).
+"""
+from __future__ import annotations
+
+import textwrap
+import warnings
+import weakref
+from dataclasses import dataclass
+
+import torch
+
+from . import codeload, config, logs
+from .bytecode.splice import prologue_names
+from .compile import Entry, compile_entry
+from .errors import BackendCompilerFailed, InternalError, RecompileLimitExceeded, Unsupported, UserError
+from .guards.source import param_name
+
+
+class _Miss:
+    __slots__ = ()
+
+    def __repr__(self):
+        return "MISS"
+
+
+MISS = _Miss()  # "run the original bytecode"
+
+
+class Slot:
+    """The prologue's constant; `call` is swapped as the cache changes."""
+    __slots__ = ("call", "__weakref__")
+
+
+@dataclass(frozen=True)
+class Options:
+    backend: object = None  # a name, a callable, or None for the device default
+    fullgraph: bool = False
+    dynamic: bool | None = None
+
+
+_ALL: "weakref.WeakSet[Dispatcher]" = weakref.WeakSet()
+
+
+class Dispatcher:
+    MISS = MISS
+
+    def __init__(self, code, globals_: dict, options: Options, qualname: str):
+        self.code = code
+        self.globals = globals_
+        self.options = options
+        self.qualname = qualname
+        self.params = prologue_names(code)
+        self.entries: list[Entry] = []
+        self.compiles = 0
+        self.slot = Slot()
+        self.slot.call = self.miss
+        self._busy = False
+        self._warned_limit = False
+        self._cells: dict = {}
+        _ALL.add(self)
+
+    # -- the miss path ----------------------------------------------------------------------
+    def miss(self, *args):
+        if self._busy:  # a call made while this function is being compiled runs eagerly
+            return MISS
+        if self.entries and logs.enabled("recompiles"):
+            logs.get("recompiles").debug("%s", self._recompile_reason(args))
+        if len(self.entries) >= config.recompile_limit or self.compiles >= config.accumulated_recompile_limit:
+            return self._limit_hit(args)
+        rng = _rng_state()
+        self._busy = True
+        try:
+            entry = compile_entry(self, args)
+        except Unsupported:  # only with fullgraph=True; otherwise it becomes a fallback entry
+            _set_rng_state(rng)
+            raise
+        except BackendCompilerFailed as e:
+            _set_rng_state(rng)
+            if not config.suppress_errors:
+                raise
+            warnings.warn(f"rewrite: {e}; running {self.qualname} eagerly", RuntimeWarning, stacklevel=2)
+            return MISS
+        except UserError:
+            # the user's own code raised while tracing: eager raises it, from the user's line
+            _set_rng_state(rng)
+            return MISS
+        except Exception as e:
+            _set_rng_state(rng)
+            if not config.suppress_errors:
+                raise InternalError(f"rewrite failed to compile {self.qualname}: {type(e).__name__}: {e}") from e
+            warnings.warn(f"rewrite: internal error compiling {self.qualname} ({type(e).__name__}: {e}); "
+                          "running it eagerly", RuntimeWarning, stacklevel=2)
+            return MISS
+        finally:
+            self._busy = False
+        _set_rng_state(rng)
+        self.compiles += 1
+        if entry.reason is not None and logs.enabled("graph_breaks"):
+            logs.get("graph_breaks").debug("%s runs eagerly: %s", self.qualname, entry.reason)
+        self.entries.insert(0, entry)
+        self._regenerate()
+        return entry.fn(*args)
+
+    def _limit_hit(self, args):
+        if self.options.fullgraph:
+            raise RecompileLimitExceeded(f"{self.qualname} hit config.recompile_limit ({config.recompile_limit})")
+        if not self._warned_limit:
+            self._warned_limit = True
+            reasons = self.entries[0].guard.failures(args) if self.entries else []
+            last = reasons[0] if reasons else "unknown"
+            where = f"{self.code.co_filename}:{self.code.co_firstlineno}"
+            warnings.warn(f"rewrite: {self.qualname} ({where}) hit config.recompile_limit "
+                          f"({config.recompile_limit}); calls no cache entry accepts now run eagerly. "
+                          f"Last reason: {last}", RuntimeWarning, stacklevel=3)
+        return MISS
+
+    def _recompile_reason(self, args) -> str:
+        lines = [f"Recompiling function {self.qualname} in {self.code.co_filename}:{self.code.co_firstlineno}",
+                 "    triggered by the following guard failure(s):"]
+        for e in self.entries:
+            for why in e.guard.failures(args)[:1]:
+                lines.append(f"    - {self.code.co_name}/{e.index}: {why}")
+        return "\n".join(lines)
+
+    # -- the hit path -------------------------------------------------------------------------
+    def _hit(self, i, *args):
+        entry = self.entries.pop(i)
+        self.entries.insert(0, entry)
+        self._rebind()
+        return entry.fn(*args)
+
+    def _regenerate(self) -> None:
+        """Generate the dispatch function for the current number of entries."""
+        n = len(self.entries)
+        args = ", ".join(param_name(p) for p in self.params)
+        lines = []
+        for i in range(n):
+            lines.append(f"if ___g{i}({args}):")
+            lines.append(f"    return ___e{i}({args})" if i == 0 else f"    return ___hit({i}, {args})")
+        lines.append(f"return ___miss({args})")
+        free = ", ".join(["___miss", "___hit"] + [f"___g{i}, ___e{i}" for i in range(n)])
+        body = "\n".join("        " + l for l in lines)
+        source = textwrap.dedent(f"""\
+            # dispatch of {self.qualname}: {n} cache entr{'y' if n == 1 else 'ies'}, most recently hit first
+            def ___make({free}):
+                def dispatch({args}):
+            {{body}}
+                return dispatch
+            """).replace("{body}", body)
+        ns = codeload.load("dispatch", f"{self.code.co_name}_{n}", source, {})
+        fn = ns["___make"](self.miss, self._hit, *[f for e in self.entries for f in (e.guard.fn, e.fn)])
+        self._cells = dict(zip(fn.__code__.co_freevars, fn.__closure__))
+        fn.__qualname__ = fn.__name__ = f"dispatch_{self.code.co_name}"
+        self.slot.call = fn
+
+    def _rebind(self) -> None:
+        for i, e in enumerate(self.entries):
+            self._cells[f"___g{i}"].cell_contents = e.guard.fn
+            self._cells[f"___e{i}"].cell_contents = e.fn
+
+    # -- choosing a backend --------------------------------------------------------------------
+    def backend_for(self, cap):
+        from codegen import default_backend, lookup_backend
+        backend = self.options.backend
+        if backend is None:
+            backend = default_backend([v for _, v, _ in cap.tracer.graph.inputs])
+        return lookup_backend(backend)
+
+    def reset(self) -> None:
+        self.entries.clear()
+        self.compiles = 0
+        self._warned_limit = False
+        self.slot.call = self.miss
+
+
+def reset_all() -> None:
+    for d in list(_ALL):
+        d.reset()
+
+
+def _rng_state():
+    state = torch.random.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    return state, cuda
+
+
+def _set_rng_state(saved) -> None:
+    state, cuda = saved
+    torch.random.set_rng_state(state)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
+

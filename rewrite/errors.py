@@ -1,0 +1,65 @@
+"""Errors a user can see, and the internal signal that tracing cannot go on."""
+from __future__ import annotations
+
+
+class RewriteError(RuntimeError):
+    """Base class of the errors `rewrite` raises itself."""
+
+
+class Unsupported(RewriteError):
+    """The tracer met code it cannot put in a graph.
+
+    Without `fullgraph=True` this never reaches the user: the call runs the original
+    bytecode instead. With `fullgraph=True` it is raised, naming the construct, the file
+    and the line, and a hint when one exists.
+    """
+
+    def __init__(self, reason: str, hint: str | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.hint = hint
+        self.where: list[tuple[str, int, str]] = []  # (filename, lineno, function), innermost last
+
+    def locate(self, filename: str, lineno: int | None, function: str) -> None:
+        if not self.where or self.where[0][:2] != (filename, lineno):
+            self.where.insert(0, (filename, lineno or 0, function))
+
+    def __str__(self) -> str:
+        text = self.reason
+        if self.where:
+            fn, line, func = self.where[-1]
+            text += f"\n  at {fn}:{line} in {func}"
+            for fn, line, func in reversed(self.where[:-1]):
+                text += f"\n  called from {fn}:{line} in {func}"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+
+class BackendCompilerFailed(RewriteError):
+    """A backend raised while compiling a graph."""
+
+    def __init__(self, backend: str, error: BaseException):
+        super().__init__(f"backend={backend!r} raised:\n{type(error).__name__}: {error}")
+        self.backend = backend
+        self.inner = error
+
+
+class RecompileLimitExceeded(RewriteError):
+    """Raised instead of falling back to eager when `fullgraph=True` hits the recompile limit."""
+
+
+class UserError(Exception):
+    """Internal signal: running the user's own operation raised (a shape mismatch, 1 / 0, ...).
+
+    The call then runs the original bytecode, which raises the same error from the user's
+    own line. `error` is the original exception.
+    """
+
+    def __init__(self, error: BaseException):
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.error = error
+
+
+class InternalError(RewriteError):
+    """A bug in rewrite itself while compiling. With `config.suppress_errors` the call runs eagerly instead."""

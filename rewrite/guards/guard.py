@@ -1,0 +1,255 @@
+"""Guard kinds: one fact about one source that must hold for a cache entry to be reused.
+
+Each kind renders as Python boolean expressions (`checks`) and, on the slow path, says in
+user terms why it failed (`failure`). `Consts` names the objects the expressions need
+(`___c0`, ...) and binds them as closure variables of the generated guard function.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .source import Source
+
+LITERAL_TYPES = (int, float, bool, str, bytes, complex, type(None))
+
+
+class Consts:
+    """Names for the objects generated code refers to; literals are written inline."""
+
+    def __init__(self):
+        self.values: dict[str, object] = {}
+        self._ids: dict[int, str] = {}
+
+    def ref(self, obj) -> str:
+        if is_literal(obj):
+            return repr(obj)
+        key = id(obj)
+        if key not in self._ids:
+            base = "___" + _hint(obj)
+            name, i = base, 1
+            while name in self.values:
+                name, i = f"{base}_{i}", i + 1
+            self._ids[key] = name
+            self.values[name] = obj
+        return self._ids[key]
+
+
+def _hint(obj) -> str:
+    """A readable identifier for a constant in generated code: ___Tensor, ___float32, ..."""
+    if isinstance(obj, torch.dtype):
+        return str(obj).rpartition(".")[2]
+    name = getattr(obj, "__name__", None) if isinstance(obj, type) or callable(obj) else None
+    if isinstance(name, str) and name.isidentifier():
+        return name
+    return "c"
+
+
+def is_literal(obj) -> bool:
+    """True when `repr(obj)` evaluates back to an equal object of the same type."""
+    t = type(obj)
+    if t is float:
+        return math.isfinite(obj)
+    if t in (int, bool, str, bytes, type(None)):
+        return True
+    if t is tuple:
+        return all(is_literal(v) for v in obj)
+    return obj is Ellipsis
+
+
+class Guard:
+    source: Source
+    priority = 5  # lower runs first among guards on sources of the same depth
+
+    def checks(self, c: Consts) -> list[str]:
+        raise NotImplementedError
+
+    def failure(self, value) -> str | None:
+        """Why `value` (the source's value now) fails this guard, or None if it passes."""
+        raise NotImplementedError
+
+    def depth(self) -> int:
+        s, d = self.source, 0
+        while hasattr(s, "base"):
+            s, d = s.base, d + 1
+        return d
+
+
+@dataclass(frozen=True)
+class EqualsMatch(Guard):
+    """A Python scalar seen while tracing: same type, same value."""
+    source: Source
+    value: object
+    priority = 0
+
+    def checks(self, c):
+        e, v = self.source.expr(), self.value
+        if v is None or type(v) is bool:
+            return [f"{e} is {v!r}"]
+        tname = type(v).__name__ if type(v) in LITERAL_TYPES else c.ref(type(v))
+        if type(v) is float and math.isnan(v):
+            return [f"type({e}) is float", f"{e} != {e}"]
+        return [f"type({e}) is {tname}", f"{e} == {c.ref(v)}"]
+
+    def failure(self, value):
+        v = self.value
+        if type(value) is not type(v):
+            return f"type({self.source.name()}) is {type(v).__name__} (actual {type(value).__name__})"
+        same = (value != value) if (type(v) is float and math.isnan(v)) else value == v
+        return None if same else f"{self.source.name()} == {v!r} (actual {value!r})"
+
+
+@dataclass(frozen=True)
+class TypeMatch(Guard):
+    source: Source
+    type: type
+    priority = 1
+
+    def checks(self, c):
+        return [f"type({self.source.expr()}) is {c.ref(self.type)}"]
+
+    def failure(self, value):
+        if type(value) is self.type:
+            return None
+        return f"type({self.source.name()}) is {self.type.__qualname__} (actual {type(value).__qualname__})"
+
+
+@dataclass(frozen=True, eq=False)
+class IdMatch(Guard):
+    """The very object seen while tracing (functions, modules, classes)."""
+    source: Source
+    obj: object
+    priority = 2
+
+    def __eq__(self, other):
+        return type(other) is IdMatch and other.source == self.source and other.obj is self.obj
+
+    def __hash__(self):
+        return hash((self.source, id(self.obj)))
+
+    def checks(self, c):
+        return [f"{self.source.expr()} is {c.ref(self.obj)}"]
+
+    def failure(self, value):
+        if value is self.obj:
+            return None
+        return f"{self.source.name()} is not the object seen while tracing ({_short(self.obj)}, now {_short(value)})"
+
+
+@dataclass(frozen=True)
+class LenMatch(Guard):
+    source: Source
+    length: int
+    priority = 3
+
+    def checks(self, c):
+        return [f"len({self.source.expr()}) == {self.length}"]
+
+    def failure(self, value):
+        n = len(value)
+        return None if n == self.length else f"len({self.source.name()}) == {self.length} (actual {n})"
+
+
+@dataclass(frozen=True)
+class KeysMatch(Guard):
+    """A dict's keys, in order."""
+    source: Source
+    keys: tuple
+    priority = 3
+
+    def checks(self, c):
+        return [f"tuple({self.source.expr()}) == {c.ref(self.keys)}"]
+
+    def failure(self, value):
+        keys = tuple(value)
+        return None if keys == self.keys else f"keys of {self.source.name()} are {self.keys!r} (actual {keys!r})"
+
+
+@dataclass(frozen=True)
+class TensorMatch(Guard):
+    """Type, dtype, device, sizes, strides and requires_grad of a tensor."""
+    source: Source
+    type: type
+    dtype: torch.dtype
+    device: torch.device
+    shape: tuple
+    stride: tuple
+    requires_grad: bool
+    priority = 4
+
+    @classmethod
+    def of(cls, source: Source, t: torch.Tensor) -> "TensorMatch":
+        return cls(source, type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+
+    def checks(self, c):
+        e = self.source.expr()
+        out = [f"type({e}) is {c.ref(self.type)}",
+               f"{e}.dtype is {c.ref(self.dtype)}",
+               f"{e}.shape == {self.shape!r}",
+               f"{e}.stride() == {self.stride!r}"]
+        dev = self.device
+        if dev.type == "cpu":
+            out.append(f"{e}.is_cpu")
+        elif dev.type == "cuda":
+            out.append(f"{e}.is_cuda and {e}.get_device() == {dev.index or 0}")
+        else:
+            out.append(f"{e}.device == {c.ref(dev)}")
+        out.append(f"{e}.requires_grad" if self.requires_grad else f"not {e}.requires_grad")
+        return out
+
+    def failure(self, t):
+        n = self.source.name()
+        if type(t) is not self.type:
+            return f"'{n}' is not a {self.type.__name__} (actual {type(t).__qualname__})"
+        if t.dtype is not self.dtype:
+            return f"tensor '{n}' dtype mismatch: expected {self.dtype}, actual {t.dtype}"
+        if t.device != self.device:
+            return f"tensor '{n}' device mismatch: expected {self.device}, actual {t.device}"
+        if t.dim() != len(self.shape):
+            return f"tensor '{n}' rank mismatch: expected {len(self.shape)}, actual {t.dim()}"
+        for i, (want, have) in enumerate(zip(self.shape, t.shape)):
+            if want != have:
+                return f"tensor '{n}' size mismatch at index {i}: expected {want}, actual {have}"
+        for i, (want, have) in enumerate(zip(self.stride, t.stride())):
+            if want != have:
+                return f"tensor '{n}' stride mismatch at index {i}: expected {want}, actual {have}"
+        if t.requires_grad != self.requires_grad:
+            return f"tensor '{n}' requires_grad mismatch: expected {self.requires_grad}, actual {t.requires_grad}"
+        return None
+
+
+class _GlobalStateSource(Source):
+    def expr(self):
+        return "___grad_enabled()"
+
+    def name(self):
+        return "torch.is_grad_enabled()"
+
+    def __eq__(self, other):
+        return type(other) is _GlobalStateSource
+
+    def __hash__(self):
+        return 17
+
+
+@dataclass(frozen=True)
+class GradModeMatch(Guard):
+    """Grad mode as it was while tracing."""
+    enabled: bool
+    source: Source = _GlobalStateSource()
+    priority = 6
+
+    def checks(self, c):
+        c.values["___grad_enabled"] = torch.is_grad_enabled
+        return [f"___grad_enabled() is {self.enabled}"]
+
+    def failure(self, _value):
+        now = torch.is_grad_enabled()
+        return None if now == self.enabled else f"grad mode is {'on' if now else 'off'} (traced with it {'on' if self.enabled else 'off'})"
+
+
+def _short(obj) -> str:
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    return f"{type(obj).__name__} {name}" if name else f"{type(obj).__name__} at {id(obj):#x}"

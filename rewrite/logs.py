@@ -1,0 +1,52 @@
+"""REWRITE_LOGS: comma-separated categories (or `all`) printed through `logging`.
+
+Categories: graph_breaks, recompiles, guards, bytecode, trace, output_code.
+Each is a child of the `rewrite` logger (`logging.getLogger("rewrite.guards")`, ...).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+CATEGORIES = ("graph_breaks", "recompiles", "guards", "bytecode", "trace", "output_code", "dynamic")
+_root = logging.getLogger("rewrite")
+_enabled: set[str] = set()
+
+
+def get(category: str) -> logging.Logger:
+    assert category in CATEGORIES, category
+    return _root.getChild(category)
+
+
+def enabled(category: str) -> bool:
+    return category in _enabled
+
+
+def set_logs(spec: str | None) -> None:
+    """Turn categories on from a REWRITE_LOGS-style string ('' turns all off)."""
+    _enabled.clear()
+    names = [s.strip() for s in (spec or "").split(",") if s.strip()]
+    for name in names:
+        if name == "all":
+            _enabled.update(CATEGORIES)
+        elif name in CATEGORIES:
+            _enabled.add(name)
+        else:
+            raise ValueError(f"unknown REWRITE_LOGS category {name!r}; known: all, {', '.join(CATEGORIES)}")
+    for name in CATEGORIES:
+        get(name).setLevel(logging.DEBUG if name in _enabled else logging.WARNING)
+    if _enabled and not _root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("[rewrite.%(name)s] %(message)s".replace("%(name)s", "%(category)s")))
+        handler.addFilter(_add_category)
+        _root.addHandler(handler)
+        _root.propagate = False
+
+
+def _add_category(record: logging.LogRecord) -> bool:
+    record.category = record.name.rpartition(".")[2]
+    return True
+
+
+set_logs(os.environ.get("REWRITE_LOGS"))

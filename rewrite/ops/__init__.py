@@ -1,0 +1,131 @@
+"""Semantics of torch functions, tensor methods, builtins and operators on the tracer's Vars.
+
+Each family lives in its own module, as tables plus the few functions that apply them:
+`core` (Python protocols), `operators`, `tensors`, `builtins`, `objects`. This module
+is the interface the opcode handlers use: `getattr_`, `call`, and the re-exports below.
+"""
+from __future__ import annotations
+
+import operator
+import types
+
+import torch
+
+from ..errors import Unsupported
+from ..guards.source import AttrSource
+from ..trace.values import (ConstVar, DictVar, FunctionVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar,
+                            Var)
+from .builtins import BUILTINS, PURE, call_builtin
+from .core import (const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate, key_of, make_slice,
+                   python_value, setitem, truthy, unpack)
+from .objects import dict_method, getattr_object, list_method, tuple_field, tuple_method
+from .operators import OPERATOR_FUNCTIONS, UNARY, binary, unary
+from .tensors import call_method, call_torch, getattr_tensor, is_torch_callable
+
+__all__ = ["getattr_", "call", "binary", "unary", "const", "contains", "delitem", "describe", "fold", "getitem",
+           "is_same", "iterate", "key_of", "make_slice", "python_value", "setitem", "truthy", "unpack"]
+
+_UNARY_FUNCTIONS = {fn: sym for sym, fn in UNARY.items()}
+
+
+def getattr_(frame, obj: Var, name: str) -> Var:
+    if isinstance(obj, TensorVar):
+        return getattr_tensor(frame, obj, name)
+    if isinstance(obj, ObjectVar):
+        return getattr_object(frame, obj, name)
+    if isinstance(obj, ConstVar):
+        return const(fold(getattr, obj.value, name))  # immutable builtin values: pure
+    if isinstance(obj, TupleVar):
+        field = tuple_field(obj, name)
+        if field is not None:
+            return field
+    if isinstance(obj, (TupleVar, ListVar, DictVar)):
+        return MethodVar(obj, name)
+    raise Unsupported(f"attribute {name!r} of {describe(obj)}")
+
+
+def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    tracer = frame.tracer
+    if isinstance(fn, FunctionVar):
+        return tracer.inline(fn, args, kwargs, None, frame)
+    if isinstance(fn, MethodVar):
+        return _call_method(frame, fn, args, kwargs)
+    if isinstance(fn, ConstVar) and callable(fn.value):  # a bound method of an immutable value
+        return _call_python(frame, fn.value, args, kwargs)
+    if not isinstance(fn, ObjectVar):
+        raise Unsupported(f"call to {describe(fn)}")
+    value = fn.value
+    if _hashable(value):
+        if value in BUILTINS:
+            return BUILTINS[value](frame, args, kwargs)
+        if value in OPERATOR_FUNCTIONS:
+            return binary(frame, OPERATOR_FUNCTIONS[value], *args)
+        if value in _UNARY_FUNCTIONS:
+            return unary(frame, _UNARY_FUNCTIONS[value], *args)
+        if value is operator.getitem:
+            return getitem(frame, *args)
+    if is_torch_callable(value):
+        return call_torch(frame, value, args, kwargs)
+    if isinstance(value, types.FunctionType):
+        return tracer.inline(value, args, kwargs, fn.source, frame)
+    if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
+        self_source = AttrSource(fn.source, "__self__") if fn.source else None
+        func_source = AttrSource(fn.source, "__func__") if fn.source else None
+        return tracer.inline(value.__func__, [tracer.wrap(value.__self__, self_source), *args], kwargs,
+                             func_source, frame)
+    if isinstance(value, type):
+        return _construct(frame, value, args, kwargs)
+    return _call_python(frame, value, args, kwargs)
+
+
+def _hashable(v) -> bool:
+    try:
+        hash(v)
+        return True
+    except TypeError:
+        return False
+
+
+def _call_method(frame, m: MethodVar, args, kwargs) -> Var:
+    self = m.self_var
+    if isinstance(self, TensorVar):
+        return call_method(frame, m.name, [self, *args], kwargs)
+    if isinstance(self, ListVar):
+        return list_method(frame, self, m.name, args, kwargs)
+    if isinstance(self, DictVar):
+        return dict_method(frame, self, m.name, args, kwargs)
+    if isinstance(self, TupleVar):
+        return tuple_method(frame, self, m.name, args, kwargs)
+    if isinstance(self, ObjectVar):
+        import inspect
+        fn = inspect.getattr_static(self.value, m.name)
+        source = AttrSource(AttrSource(self.source, "__class__"), m.name) if self.source else None
+        return frame.tracer.inline(fn, [self, *args], kwargs, source, frame)
+    raise Unsupported(f"method {m.name} of {describe(self)}")
+
+
+def _call_python(frame, fn, args, kwargs) -> Var:
+    """A builtin or a bound method of an immutable value: folded when pure."""
+    owner = getattr(fn, "__self__", None)
+    if owner is not None and type(owner) in (str, bytes, int, float, complex, bool, tuple, range, frozenset) \
+            and all(foldable(a) for a in args) and all(foldable(v) for v in kwargs.values()):
+        return const(fold(fn, *(a.python_value() for a in args), **{k: v.python_value() for k, v in kwargs.items()}))
+    return call_builtin(frame, fn, args, kwargs)
+
+
+def _construct(frame, cls: type, args, kwargs) -> Var:
+    if cls in BUILTINS:
+        return BUILTINS[cls](frame, args, kwargs)
+    if cls in PURE or cls in (torch.Size, torch.device) or cls.__module__ == "math":
+        if all(foldable(a) for a in args) and all(foldable(v) for v in kwargs.values()):
+            return const(fold(cls, *(a.python_value() for a in args), **{k: v.python_value() for k, v in kwargs.items()}))
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):  # a namedtuple made while tracing
+        fields = cls._fields
+        values = dict(zip(fields, args))
+        values.update(kwargs)
+        defaults = getattr(cls, "_field_defaults", {})
+        missing = [f for f in fields if f not in values and f not in defaults]
+        if missing or len(args) > len(fields):
+            raise Unsupported(f"{cls.__name__}() arguments do not match its fields (the call raises eagerly)")
+        return TupleVar([values[f] if f in values else const(defaults[f]) for f in fields], py_type=cls)
+    raise Unsupported(f"constructing {cls.__module__}.{cls.__qualname__} while tracing")

@@ -1,0 +1,278 @@
+"""Builtin functions on Vars: one small rule per builtin, in the BUILTINS table.
+
+Builtins not in the table are folded when they are pure and every argument is a known
+Python value (PURE); anything else is unsupported.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..errors import Unsupported
+from ..trace.values import (ConstVar, DictVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar, TensorVar,
+                            TupleVar, Var)
+from .core import DATA_DEPENDENT_HINT, const, describe, fold, foldable, key_of, python_value, unpack
+
+BUILTINS = {}
+
+
+def rule(*fns):
+    def register(impl):
+        for fn in fns:
+            BUILTINS[fn] = impl
+        return impl
+    return register
+
+
+# builtins that are pure functions of their (Python) arguments
+PURE = {abs, all, any, ascii, bin, bool, callable, chr, complex, divmod, float, format, frozenset, hash, hex,
+        int, len, max, min, oct, ord, pow, repr, round, slice, sorted, str, sum, tuple, list, dict, range,
+        reversed, enumerate, zip, isinstance, issubclass}
+
+
+def python_type(v: Var) -> type:
+    if isinstance(v, TensorVar):
+        return type(v.value)
+    if isinstance(v, (ConstVar, ObjectVar)):
+        return type(v.value)
+    if isinstance(v, TupleVar):
+        return v.py_type
+    if isinstance(v, FunctionVar):
+        return type(python_type)
+    return {ListVar: list, DictVar: dict, IteratorVar: type(iter([])), MethodVar: type(rule.__get__(1))}.get(type(v), object)
+
+
+@rule(len)
+def _len(frame, args, kwargs):
+    (v,) = args
+    if isinstance(v, TensorVar):
+        from .tensors import tensor_len
+        return ConstVar(tensor_len(v))
+    if isinstance(v, (TupleVar, ListVar, DictVar)):
+        return ConstVar(len(v.items))
+    return ConstVar(fold(len, python_value(v, "len()")))
+
+
+@rule(isinstance)
+def _isinstance(frame, args, kwargs):
+    v, cls = args
+    classes = python_value(cls, "isinstance()")
+    return ConstVar(issubclass(python_type(v), classes))
+
+
+@rule(type)
+def _type(frame, args, kwargs):
+    if len(args) != 1:
+        raise Unsupported("type() with three arguments (class creation)")
+    return ObjectVar(python_type(args[0]))
+
+
+@rule(getattr)
+def _getattr(frame, args, kwargs):
+    from . import getattr_
+    name = python_value(args[1], "getattr()")
+    if len(args) == 3:
+        if not has_attr(frame, args[0], name):
+            return args[2]
+    return getattr_(frame, args[0], name)
+
+
+@rule(hasattr)
+def _hasattr(frame, args, kwargs):
+    return ConstVar(has_attr(frame, args[0], python_value(args[1], "hasattr()")))
+
+
+def has_attr(frame, v: Var, name: str) -> bool:
+    if isinstance(v, TensorVar):
+        return hasattr(v.value, name)
+    if isinstance(v, (ConstVar, ObjectVar)):
+        import inspect
+        value = v.value
+        if isinstance(value, torch.nn.Module) and name in {**value._parameters, **value._buffers, **value._modules}:
+            return True
+        if inspect.getattr_static(value, name, _MISSING) is not _MISSING:
+            return True
+        if type(value).__getattr__ is not object.__getattribute__ and hasattr(type(value), "__getattr__"):
+            raise Unsupported(f"hasattr on {describe(v)}, whose class defines __getattr__")
+        return False
+    return hasattr(python_type(v), name)
+
+
+_MISSING = object()
+
+
+@rule(range)
+def _range(frame, args, kwargs):
+    return ConstVar(fold(range, *(python_value(a, "range()") for a in args)))
+
+
+@rule(enumerate)
+def _enumerate(frame, args, kwargs):
+    start = python_value(kwargs.get("start", args[1] if len(args) > 1 else ConstVar(0)), "enumerate()")
+    return IteratorVar([TupleVar([ConstVar(start + i), v]) for i, v in enumerate(unpack(frame, args[0]))])
+
+
+@rule(zip)
+def _zip(frame, args, kwargs):
+    if kwargs.get("strict"):
+        lengths = {len(unpack(frame, a)) for a in args}
+        if len(lengths) > 1:
+            raise Unsupported("zip(strict=True) over sequences of different lengths (the call raises eagerly)")
+    return IteratorVar([TupleVar(list(items)) for items in zip(*(unpack(frame, a) for a in args))])
+
+
+@rule(reversed)
+def _reversed(frame, args, kwargs):
+    return IteratorVar(list(reversed(unpack(frame, args[0]))))
+
+
+@rule(iter)
+def _iter(frame, args, kwargs):
+    from .core import iterate
+    return iterate(frame, args[0])
+
+
+@rule(next)
+def _next(frame, args, kwargs):
+    it = args[0]
+    if not isinstance(it, IteratorVar):
+        raise Unsupported(f"next() on {describe(it)}")
+    item = it.next()
+    if item is None:
+        if len(args) > 1:
+            return args[1]
+        raise Unsupported("next() on an exhausted iterator (StopIteration)")
+    return item
+
+
+@rule(tuple)
+def _tuple(frame, args, kwargs):
+    return TupleVar(unpack(frame, args[0]) if args else [])
+
+
+@rule(list)
+def _list(frame, args, kwargs):
+    return ListVar(unpack(frame, args[0]) if args else [])
+
+
+@rule(dict)
+def _dict(frame, args, kwargs):
+    items = {}
+    if args:
+        src = args[0]
+        if isinstance(src, DictVar):
+            items.update(src.items)
+        else:
+            for pair in unpack(frame, src):
+                k, v = unpack(frame, pair)
+                items[key_of(k)] = v
+    items.update(kwargs)
+    return DictVar(items)
+
+
+def _min_max(which):
+    def impl(frame, args, kwargs):
+        items = unpack(frame, args[0]) if len(args) == 1 else list(args)
+        if any(isinstance(i, TensorVar) for i in items):
+            raise Unsupported(f"{which.__name__}() over tensors compares tensor values (data-dependent)",
+                              f"use torch.{which.__name__}imum or torch.{which.__name__}")
+        return const(fold(which, [python_value(i, f"{which.__name__}()") for i in items]))
+    return impl
+
+
+BUILTINS[min] = _min_max(min)
+BUILTINS[max] = _min_max(max)
+
+
+@rule(abs)
+def _abs(frame, args, kwargs):
+    if isinstance(args[0], TensorVar):
+        from .tensors import call_torch
+        return call_torch(frame, torch.abs, args, {})
+    return const(fold(abs, python_value(args[0], "abs()")))
+
+
+@rule(sum)
+def _sum(frame, args, kwargs):
+    from .operators import binary
+    items = unpack(frame, args[0])
+    total = args[1] if len(args) > 1 else kwargs.get("start", ConstVar(0))
+    for item in items:
+        total = binary(frame, "+", total, item)
+    return total
+
+
+def _converter(kind):
+    def impl(frame, args, kwargs):
+        if args and isinstance(args[0], TensorVar):
+            raise Unsupported(f"{kind.__name__}() of a tensor reads its value (data-dependent)", DATA_DEPENDENT_HINT)
+        if kind is bool and args:
+            from .core import truthy
+            return ConstVar(truthy(frame, args[0]))
+        return const(fold(kind, *(python_value(a, f"{kind.__name__}()") for a in args)))
+    return impl
+
+
+for _kind in (bool, int, float, complex):
+    BUILTINS[_kind] = _converter(_kind)
+
+
+@rule(print)
+def _print(frame, args, kwargs):
+    raise Unsupported("call to print (printing and logging break the graph)",
+                      "move the print out of the compiled function")
+
+
+@rule(callable)
+def _callable(frame, args, kwargs):
+    v = args[0]
+    if isinstance(v, (FunctionVar, MethodVar)):
+        return ConstVar(True)
+    if isinstance(v, TensorVar):
+        return ConstVar(False)
+    return ConstVar(callable(python_value(v, "callable()")))
+
+
+@rule(map)
+def _map(frame, args, kwargs):
+    from . import call
+    fn, *its = args
+    return IteratorVar([call(frame, fn, list(items), {}) for items in zip(*(unpack(frame, i) for i in its))])
+
+
+@rule(filter)
+def _filter(frame, args, kwargs):
+    from . import call
+    from .core import truthy
+    fn, it = args
+    keep = []
+    for item in unpack(frame, it):
+        test = item if isinstance(fn, ConstVar) and fn.value is None else call(frame, fn, [item], {})
+        if truthy(frame, test):
+            keep.append(item)
+    return IteratorVar(keep)
+
+
+def _any_all_impl(which):
+    def impl(frame, args, kwargs):
+        from .core import truthy
+        values = [truthy(frame, v) for v in unpack(frame, args[0])]
+        return ConstVar(which(values))
+    return impl
+
+
+BUILTINS[any] = _any_all_impl(any)
+BUILTINS[all] = _any_all_impl(all)
+
+
+def call_builtin(frame, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    impl = BUILTINS.get(fn)
+    if impl is not None:
+        return impl(frame, args, kwargs)
+    if (fn in PURE or getattr(fn, "__module__", None) == "math") and \
+            all(foldable(a) for a in args) and all(foldable(v) for v in kwargs.values()):
+        return const(fold(fn, *(a.python_value() for a in args), **{k: v.python_value() for k, v in kwargs.items()}))
+    if getattr(fn, "__module__", None) == "math":
+        raise Unsupported(f"math.{fn.__name__} on {', '.join(describe(a) for a in args)}",
+                          "use the torch function of the same name on tensors")
+    raise Unsupported(f"call to builtin {getattr(fn, '__name__', fn)}")
+

@@ -1,0 +1,225 @@
+"""What Python's own protocols do to Vars: truth, identity, iteration, subscripts, constants."""
+from __future__ import annotations
+
+import operator
+import types
+
+import torch
+
+from ..errors import Unsupported, UserError
+from ..trace.values import (CellVar, ConstVar, DictVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar,
+                            TensorVar, TupleVar, Var)
+
+SCALARS = (int, float, bool, str, bytes, complex, type(None))
+IMMUTABLE = SCALARS + (torch.dtype, torch.device, range, slice, types.CodeType, type(Ellipsis), frozenset,
+                       torch.memory_format, torch.layout)
+
+DATA_DEPENDENT_HINT = "use torch.where or torch.cond, or move the branch out of the compiled function"
+
+
+def const(value) -> Var:
+    """A Var for a value the tracer computed itself (no source, so no guard)."""
+    t = type(value)
+    if t in IMMUTABLE:
+        return ConstVar(value)
+    if t is tuple or t is torch.Size or (issubclass(t, tuple) and hasattr(t, "_fields")):
+        return TupleVar([const(v) for v in value], py_type=t)
+    if t is list:
+        return ListVar([const(v) for v in value])
+    if t is dict:
+        return DictVar({k: const(v) for k, v in value.items()})
+    if isinstance(value, torch.Tensor):
+        raise Unsupported("a tensor constant the tracer cannot locate as an input")
+    return ObjectVar(value)
+
+
+def fold(fn, *args, **kwargs):
+    """Run a pure Python operation of the user's on real values; its errors are the user's."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as e:
+        raise UserError(e) from e
+
+
+def foldable(v: Var) -> bool:
+    """Whether the tracer may compute with the real Python value of `v`."""
+    if isinstance(v, ConstVar):
+        return True
+    if isinstance(v, (TupleVar, ListVar)):
+        return all(foldable(i) for i in v.items)
+    if isinstance(v, DictVar):
+        return all(foldable(i) for i in v.items.values())
+    if isinstance(v, ObjectVar):
+        return isinstance(v.value, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType))
+    return False
+
+
+def python_value(v: Var, what: str = "this operation"):
+    if not foldable(v):
+        if isinstance(v, TensorVar):
+            raise Unsupported(f"{what} needs the value of a tensor (data-dependent)", DATA_DEPENDENT_HINT)
+        raise Unsupported(f"{what} needs the Python value of {describe(v)}")
+    return v.python_value()
+
+
+def describe(v: Var) -> str:
+    if isinstance(v, TensorVar):
+        return "a tensor"
+    if isinstance(v, ConstVar):
+        return f"{type(v.value).__name__} {v.value!r}"
+    if isinstance(v, ObjectVar):
+        val = v.value
+        if isinstance(val, types.ModuleType):
+            return f"module {val.__name__}"
+        name = getattr(val, "__qualname__", None)
+        if callable(val) and name:
+            mod = getattr(val, "__module__", None)
+            return f"{type(val).__name__} {mod + '.' if mod and mod != 'builtins' else ''}{name}"
+        return f"object of type {type(val).__qualname__}"
+    if isinstance(v, FunctionVar):
+        return f"function {v.code.co_qualname}"
+    if isinstance(v, MethodVar):
+        return f"method {v.name} of {describe(v.self_var)}"
+    return {TupleVar: "a tuple", ListVar: "a list", DictVar: "a dict", IteratorVar: "an iterator",
+            CellVar: "a cell"}.get(type(v), type(v).__name__)
+
+
+def key_of(v: Var):
+    """A dict key: the real hashable value."""
+    if isinstance(v, ConstVar) or (isinstance(v, TupleVar) and foldable(v)):
+        return v.python_value()
+    if isinstance(v, ObjectVar):
+        return v.value
+    raise Unsupported(f"dict key {describe(v)}")
+
+
+def make_slice(parts: list[Var]) -> Var:
+    for p in parts:
+        if not isinstance(p, ConstVar):
+            raise Unsupported(f"slice bound {describe(p)}")
+    return ConstVar(slice(*(p.value for p in parts)))
+
+
+def _real_identity(v: Var):
+    if isinstance(v, (TensorVar,)):
+        return v.value
+    if isinstance(v, (ConstVar, ObjectVar)):
+        return v.value
+    return v
+
+
+def is_same(a: Var, b: Var) -> bool:
+    return _real_identity(a) is _real_identity(b)
+
+
+def truthy(frame, v: Var) -> bool:
+    if isinstance(v, ConstVar):
+        return bool(v.value)
+    if isinstance(v, (TupleVar, ListVar, DictVar)):
+        return len(v.items) > 0
+    if isinstance(v, TensorVar):
+        raise Unsupported("data-dependent branching: the condition depends on a tensor's value", DATA_DEPENDENT_HINT)
+    if isinstance(v, ObjectVar):
+        val = v.value
+        if val is None:
+            return False
+        t = type(val)
+        if isinstance(val, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)):
+            return True
+        if hasattr(t, "__bool__") or hasattr(t, "__len__"):
+            raise Unsupported(f"truth value of {describe(v)} (user-defined __bool__/__len__)")
+        return True
+    return True
+
+
+def unpack(frame, v: Var) -> list[Var]:
+    """The items iterating over `v` yields."""
+    if isinstance(v, (TupleVar, ListVar)):
+        return list(v.items)
+    if isinstance(v, DictVar):
+        return [const(k) for k in v.items]
+    if isinstance(v, IteratorVar):
+        items = v.items[v.pos:]
+        v.pos = len(v.items)
+        return items
+    if isinstance(v, ConstVar) and isinstance(v.value, (range, str, bytes, tuple, frozenset)):
+        return [const(x) for x in v.value]
+    if isinstance(v, TensorVar):
+        from .tensors import tensor_len
+        return [getitem(frame, v, ConstVar(i)) for i in range(tensor_len(v))]
+    raise Unsupported(f"iteration over {describe(v)}")
+
+
+def iterate(frame, v: Var) -> IteratorVar:
+    if isinstance(v, IteratorVar):
+        return v
+    return IteratorVar(unpack(frame, v))
+
+
+def contains(frame, container: Var, item: Var) -> bool:
+    if isinstance(container, DictVar):
+        return key_of(item) in container.items
+    if isinstance(container, (TupleVar, ListVar)):
+        for el in container.items:
+            if is_same(el, item):
+                return True
+            if isinstance(el, TensorVar) or isinstance(item, TensorVar):
+                raise Unsupported("`in` over tensors compares tensor values (data-dependent)", DATA_DEPENDENT_HINT)
+            if python_value(el, "`in`") == python_value(item, "`in`"):
+                return True
+        return False
+    if isinstance(container, ConstVar):
+        return python_value(item, "`in`") in container.value
+    raise Unsupported(f"`in` on {describe(container)}")
+
+
+def getitem(frame, obj: Var, index: Var) -> Var:
+    if isinstance(obj, TensorVar):
+        from .tensors import call_function
+        return call_function(frame, operator.getitem, (obj, index), {})
+    if isinstance(obj, (TupleVar, ListVar)):
+        i = python_value(index, "an index into a sequence")
+        try:
+            picked = obj.items[i]
+        except IndexError:
+            raise Unsupported("sequence index out of range (the call raises eagerly)") from None
+        except TypeError as e:
+            raise Unsupported(f"sequence index {i!r}: {e}") from None
+        if isinstance(i, slice):
+            if isinstance(obj, ListVar):
+                return ListVar(picked)
+            py_type = obj.py_type if obj.py_type in (tuple, torch.Size) else tuple
+            return TupleVar(picked, py_type=py_type)
+        return picked
+    if isinstance(obj, DictVar):
+        key = key_of(index)
+        if key not in obj.items:
+            raise Unsupported(f"key {key!r} not in dict (the call raises eagerly)")
+        return obj.items[key]
+    if isinstance(obj, ConstVar):
+        return const(fold(operator.getitem, obj.value, python_value(index, "an index")))
+    raise Unsupported(f"subscript of {describe(obj)}")
+
+
+def setitem(frame, obj: Var, index: Var, value: Var) -> None:
+    if isinstance(obj, TensorVar):
+        from .tensors import call_function
+        call_function(frame, operator.setitem, (obj, index, value), {})
+        return
+    if isinstance(obj, ListVar) and obj.mutable:
+        obj.items[python_value(index, "a list index")] = value
+        return
+    if isinstance(obj, DictVar) and obj.mutable:
+        obj.items[key_of(index)] = value
+        return
+    raise Unsupported(f"item assignment on {describe(obj)} (a side effect the tracer does not replay yet)")
+
+
+def delitem(frame, obj: Var, index: Var) -> None:
+    if isinstance(obj, ListVar) and obj.mutable:
+        del obj.items[python_value(index, "a list index")]
+        return
+    if isinstance(obj, DictVar) and obj.mutable:
+        obj.items.pop(key_of(index))
+        return
+    raise Unsupported(f"del on an item of {describe(obj)}")

@@ -1,0 +1,156 @@
+"""Attributes and methods of Python objects, modules, classes and the tracer's containers."""
+from __future__ import annotations
+
+import inspect
+import types
+
+import torch
+
+from ..errors import Unsupported
+from ..guards.source import AttrSource
+from ..trace.values import ConstVar, DictVar, ListVar, MethodVar, ObjectVar, TupleVar, Var
+from .core import const, describe, foldable, key_of, python_value, unpack
+
+# modules whose attributes are taken as constants without a guard (Dynamo does the same for torch)
+TRUSTED_MODULES = ("torch", "math", "operator", "builtins", "typing", "numbers", "functools", "itertools",
+                   "collections", "dataclasses", "enum", "types")
+_MISSING = object()
+
+
+def trusted(module: types.ModuleType) -> bool:
+    return module.__name__.partition(".")[0] in TRUSTED_MODULES
+
+
+def getattr_object(frame, var: ObjectVar, name: str) -> Var:
+    value = var.value
+    tracer = frame.tracer
+    source = AttrSource(var.source, name) if var.source is not None else None
+    if isinstance(value, types.ModuleType):
+        try:
+            attr = getattr(value, name)
+        except AttributeError:
+            raise Unsupported(f"module {value.__name__} has no attribute {name!r}") from None
+        if trusted(value):
+            return const(attr)
+        return tracer.wrap(attr, source)
+    if isinstance(value, type):
+        static = inspect.getattr_static(value, name, _MISSING)
+        if static is _MISSING:
+            raise Unsupported(f"class {value.__qualname__} has no attribute {name!r}")
+        if isinstance(static, staticmethod):
+            return tracer.wrap(static.__func__, None) if source is None else tracer.wrap(getattr(value, name), source)
+        if isinstance(static, (classmethod, property)) or hasattr(type(static), "__get__") and \
+                not isinstance(static, types.FunctionType):
+            raise Unsupported(f"descriptor {name!r} of class {value.__qualname__}")
+        return tracer.wrap(static, source)
+    # an instance
+    inst_dict = getattr(value, "__dict__", None)
+    static = inspect.getattr_static(value, name, _MISSING)
+    data_descriptor = static is not _MISSING and hasattr(type(static), "__set__")
+    if isinstance(static, property):
+        if static.fget is None:
+            raise Unsupported(f"property {name!r} has no getter")
+        return tracer.inline(static.fget, [var], {}, None, frame)
+    if inst_dict is not None and name in inst_dict and not data_descriptor:
+        return tracer.wrap(inst_dict[name], source)
+    if isinstance(static, types.FunctionType):
+        return MethodVar(var, name)
+    if isinstance(static, staticmethod):
+        return tracer.wrap(static.__func__, None)
+    if isinstance(value, torch.nn.Module) and static is _MISSING:
+        for store in ("_parameters", "_buffers", "_modules"):
+            d = value.__dict__.get(store)
+            if d is not None and name in d:
+                return tracer.wrap(d[name], source)
+    if static is not _MISSING and not hasattr(type(static), "__get__"):
+        return tracer.wrap(static, source)  # a plain class attribute
+    raise Unsupported(f"attribute {name!r} of {describe(var)}")
+
+
+# --- container methods -----------------------------------------------------------------------------------
+def _mutable(v):
+    if not v.mutable:
+        raise Unsupported(f"mutation of {describe(v)} that came from outside (a side effect the tracer does not "
+                          "replay yet)")
+
+
+def list_method(frame, lst: ListVar, name: str, args: list[Var], kwargs) -> Var:
+    items = lst.items
+    if name == "append":
+        _mutable(lst)
+        items.append(args[0])
+    elif name == "extend":
+        _mutable(lst)
+        items.extend(unpack(frame, args[0]))
+    elif name == "insert":
+        _mutable(lst)
+        items.insert(python_value(args[0], "list.insert"), args[1])
+    elif name == "pop":
+        _mutable(lst)
+        if not items:
+            raise Unsupported("pop from an empty list (the call raises eagerly)")
+        return items.pop(python_value(args[0], "list.pop") if args else -1)
+    elif name == "clear":
+        _mutable(lst)
+        items.clear()
+    elif name == "reverse":
+        _mutable(lst)
+        items.reverse()
+    elif name == "copy":
+        return ListVar(items)
+    elif name in ("index", "count", "sort", "remove") and foldable(lst):
+        values = lst.python_value()
+        result = getattr(values, name)(*(python_value(a, f"list.{name}") for a in args))
+        if name in ("sort", "remove"):
+            _mutable(lst)
+            items[:] = [const(v) for v in values]
+        return const(result)
+    else:
+        raise Unsupported(f"list.{name}")
+    return ConstVar(None)
+
+
+def dict_method(frame, d: DictVar, name: str, args: list[Var], kwargs) -> Var:
+    items = d.items
+    if name == "get":
+        key = key_of(args[0])
+        return items.get(key, args[1] if len(args) > 1 else ConstVar(None))
+    if name == "keys":
+        return ListVar([const(k) for k in items], mutable=False)
+    if name == "values":
+        return ListVar(list(items.values()), mutable=False)
+    if name == "items":
+        return ListVar([TupleVar([const(k), v]) for k, v in items.items()], mutable=False)
+    if name == "copy":
+        return DictVar(items)
+    if name in ("pop", "update", "setdefault", "clear", "popitem"):
+        _mutable(d)
+        if name == "pop":
+            key = key_of(args[0])
+            if key not in items and len(args) < 2:
+                raise Unsupported(f"key {key!r} not in dict (the call raises eagerly)")
+            return items.pop(key, args[1] if len(args) > 1 else None)
+        if name == "update":
+            from .builtins import call_builtin
+            items.update(call_builtin(frame, dict, args, kwargs).items)
+            return ConstVar(None)
+        if name == "setdefault":
+            return items.setdefault(key_of(args[0]), args[1] if len(args) > 1 else ConstVar(None))
+        if name == "clear":
+            items.clear()
+            return ConstVar(None)
+    raise Unsupported(f"dict.{name}")
+
+
+def tuple_method(frame, t: TupleVar, name: str, args, kwargs) -> Var:
+    if name in ("index", "count") and foldable(t):
+        return const(getattr(t.python_value(), name)(*(python_value(a, f"tuple.{name}") for a in args)))
+    raise Unsupported(f"tuple.{name} on {describe(t)}")
+
+
+def tuple_field(t: TupleVar, name: str) -> Var | None:
+    """`point.x` on a namedtuple, `result.values` on torch.return_types.max."""
+    fields = getattr(t.py_type, "_fields", None) or getattr(t.py_type, "__match_args__", None)
+    if fields and name in fields:
+        return t.items[fields.index(name)]
+    return None

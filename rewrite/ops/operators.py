@@ -1,0 +1,79 @@
+"""Python operators (`+`, `<`, `-x`, ...) on Vars, as one table from symbol to function."""
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from ..errors import Unsupported
+from ..trace.values import ConstVar, ListVar, TensorVar, TupleVar, Var
+from .core import const, describe, fold, foldable, unpack
+
+BINARY = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "@": operator.matmul,
+    "<<": operator.lshift, ">>": operator.rshift, "&": operator.and_, "|": operator.or_, "^": operator.xor,
+    "+=": operator.iadd, "-=": operator.isub, "*=": operator.imul, "/=": operator.itruediv,
+    "//=": operator.ifloordiv, "%=": operator.imod, "**=": operator.ipow, "@=": operator.imatmul,
+    "<<=": operator.ilshift, ">>=": operator.irshift, "&=": operator.iand, "|=": operator.ior,
+    "^=": operator.ixor,
+    "<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt, ">=": operator.ge,
+}
+INPLACE = {sym for sym in BINARY if sym.endswith("=") and sym not in ("<=", ">=", "==", "!=")}
+UNARY = {"-": operator.neg, "+": operator.pos, "~": operator.invert}
+# the operator module's functions, routed to the same rules
+OPERATOR_FUNCTIONS = {fn: sym for sym, fn in BINARY.items()}
+
+
+def binary(frame, sym: str, a: Var, b: Var) -> Var:
+    fn = BINARY[sym]
+    if isinstance(a, TensorVar) or isinstance(b, TensorVar):
+        from .tensors import call_function
+        if sym in INPLACE and not isinstance(a, TensorVar):
+            fn = BINARY[sym[:-1]]  # `n += t` with n a number rebinds n, nothing is mutated
+        return call_function(frame, fn, (a, b), {})
+    seq = _sequence_op(sym, a, b)
+    if seq is not None:
+        return seq
+    if foldable(a) and foldable(b):
+        return const(fold(fn, a.python_value(), b.python_value()))
+    raise Unsupported(f"operator {sym} on {describe(a)} and {describe(b)}")
+
+
+def _sequence_op(sym, a, b):
+    """`+` and `*` on tuples and lists of Vars (items may be tensors)."""
+    seqs = (TupleVar, ListVar)
+    if sym in ("+", "+=") and isinstance(a, seqs) and type(a) is type(b):
+        if sym == "+=" and isinstance(a, ListVar):
+            return _extend(a, b.items)
+        py_type = a.py_type if isinstance(a, TupleVar) and a.py_type is torch.Size else tuple
+        return TupleVar(a.items + b.items, py_type=py_type) if isinstance(a, TupleVar) else ListVar(a.items + b.items)
+    if sym == "+=" and isinstance(a, ListVar):
+        return _extend(a, unpack(None, b))
+    if sym in ("*", "*=") and isinstance(a, seqs) and isinstance(b, ConstVar) and type(b.value) is int:
+        if sym == "*=" and isinstance(a, ListVar):
+            if not a.mutable:
+                raise Unsupported("in-place repeat of an input list (side effect)")
+            a.items[:] = a.items * b.value
+            return a
+        return TupleVar(a.items * b.value) if isinstance(a, TupleVar) else ListVar(a.items * b.value)
+    if sym in ("==", "!=") and isinstance(a, seqs) and isinstance(b, seqs) and not (foldable(a) and foldable(b)):
+        raise Unsupported("comparing sequences that hold tensors (data-dependent)")
+    return None
+
+
+def _extend(lst: ListVar, items) -> ListVar:
+    if not lst.mutable:
+        raise Unsupported("in-place += on an input list (a side effect the tracer does not replay yet)")
+    lst.items.extend(items)
+    return lst
+
+
+def unary(frame, sym: str, a: Var) -> Var:
+    fn = UNARY[sym]
+    if isinstance(a, TensorVar):
+        from .tensors import call_function
+        return call_function(frame, fn, (a,), {})
+    if foldable(a):
+        return const(fold(fn, a.python_value()))
+    raise Unsupported(f"unary {sym} on {describe(a)}")

@@ -1,0 +1,212 @@
+"""Torch functions, tensor methods and tensor attributes: which become graph nodes, which are
+constants known from metadata (guarded by the tensor's guard), and which cannot be traced.
+
+The tables are the rules; the functions below only apply them.
+"""
+from __future__ import annotations
+
+import operator
+import types
+
+import torch
+
+from ..errors import Unsupported
+from ..trace.values import ConstVar, DictVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var
+from .core import DATA_DEPENDENT_HINT, const, describe, fold, foldable
+
+# --- tensor attributes --------------------------------------------------------------------
+# known from metadata: (needs a static shape?)
+META_ATTRS = {
+    "shape": True, "ndim": False, "dtype": False, "device": False, "requires_grad": False,
+    "is_cuda": False, "is_cpu": False, "is_meta": False, "layout": False, "is_sparse": False,
+    "is_quantized": False, "is_mkldnn": False, "is_nested": False, "itemsize": False, "nbytes": True,
+}
+# computed in the graph: getattr(x, name)
+TENSOR_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
+# never traced: autograd internals, storage access
+FORBIDDEN_ATTRS = {
+    "grad": "reading .grad", "data": "reading .data (an untracked alias)", "_base": "reading ._base",
+    "grad_fn": "reading .grad_fn", "is_leaf": "reading .is_leaf (depends on autograd history)",
+}
+
+# --- tensor methods -------------------------------------------------------------------------
+# known from metadata: (needs a static shape?)
+META_METHODS = {
+    "size": True, "dim": False, "ndimension": False, "numel": True, "nelement": True, "stride": True,
+    "is_contiguous": True, "is_floating_point": False, "is_complex": False, "element_size": False,
+    "get_device": False, "storage_offset": True, "is_signed": False, "__len__": True,
+}
+DATA_METHODS = {  # read a tensor's values into Python
+    "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__complex__", "data_ptr",
+    "equal", "allclose", "is_nonzero", "__iter__", "__contains__", "__array__", "__format__",
+}
+FORBIDDEN_METHODS = {  # autograd and storage side effects
+    "backward", "register_hook", "retain_grad", "requires_grad_", "share_memory_", "record_stream",
+    "set_", "untyped_storage", "storage", "_typed_storage", "detach_", "register_post_accumulate_grad_hook",
+}
+# ops whose output shape depends on the input's values, not only its shape
+DATA_DEPENDENT_SHAPE = {
+    "nonzero", "masked_select", "unique", "unique_consecutive", "argwhere", "bincount", "repeat_interleave",
+}
+
+# --- torch functions ----------------------------------------------------------------------------
+FORBIDDEN_FUNCTIONS = {
+    "manual_seed", "seed", "set_rng_state", "set_grad_enabled", "set_default_dtype", "set_default_device",
+    "set_default_tensor_type", "set_printoptions", "save", "load", "use_deterministic_algorithms",
+    "set_num_threads", "set_num_interop_threads", "compile", "set_float32_matmul_precision", "backward",
+    "grad", "synchronize",
+}
+# torch functions that return Python values computed from metadata only
+META_FUNCTIONS = {"is_tensor", "numel", "is_floating_point", "is_complex", "is_storage", "typename"}
+# torch functions that read global state the guards already cover
+GLOBAL_STATE = {torch.is_grad_enabled}
+
+
+def is_torch_callable(fn) -> bool:
+    if isinstance(fn, type):
+        return False
+    if getattr(fn, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor):
+        return True
+    mod = getattr(fn, "__module__", None) or ""
+    return mod == "torch" or mod.startswith("torch.")
+
+
+def _shape_known(frame, var: TensorVar, what: str) -> None:
+    if var.node.meta.get("data_dependent_shape"):
+        raise Unsupported(f"{what} of a tensor whose shape depends on data (from {var.node.meta['data_dependent_shape']})")
+
+
+def tensor_len(var: TensorVar) -> int:
+    if var.node.meta.get("data_dependent_shape"):
+        raise Unsupported("len() of a tensor whose shape depends on data")
+    if var.value.dim() == 0:
+        raise Unsupported("len() of a 0-d tensor (the call raises eagerly)")
+    return var.value.shape[0]
+
+
+def getattr_tensor(frame, var: TensorVar, name: str) -> Var:
+    if name in META_ATTRS:
+        if META_ATTRS[name]:
+            _shape_known(frame, var, f".{name}")
+        return const(getattr(var.value, name))
+    if name in TENSOR_ATTRS:
+        return call_function(frame, getattr, (var, ConstVar(name)), {})
+    if name in FORBIDDEN_ATTRS:
+        raise Unsupported(f"{FORBIDDEN_ATTRS[name]} of a tensor")
+    if callable(getattr(torch.Tensor, name, None)):
+        return MethodVar(var, name)
+    raise Unsupported(f"tensor attribute .{name}")
+
+
+def call_method(frame, name: str, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """`args[0].name(*args[1:], **kwargs)` where args[0] is a TensorVar."""
+    self = args[0]
+    if name in META_METHODS:
+        if META_METHODS[name]:
+            _shape_known(frame, self, f".{name}()")
+        real_args = [_fold(a) for a in args[1:]]
+        real_kwargs = {k: _fold(v) for k, v in kwargs.items()}
+        return const(fold(getattr(self.value, name), *real_args, **real_kwargs))
+    if name in DATA_METHODS:
+        raise Unsupported(f"Tensor.{name}() reads a tensor's value into Python (data-dependent)",
+                          "keep it out of the compiled function, or compute with tensors instead")
+    if name in FORBIDDEN_METHODS:
+        raise Unsupported(f"Tensor.{name}() (autograd or storage side effect)")
+    if name == "type" and not args[1:] and not kwargs:
+        return const(self.value.type())
+    _check_inplace(frame, name, args, kwargs)
+    return _record(frame, "call_method", name, args, kwargs, name)
+
+
+def call_torch(frame, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    """A call of a torch function (or an unbound Tensor method)."""
+    name = getattr(fn, "__name__", str(fn))
+    if getattr(fn, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor):
+        if not args or not isinstance(args[0], TensorVar):
+            raise Unsupported(f"Tensor.{name} called on {describe(args[0]) if args else 'nothing'}")
+        return call_method(frame, name, list(args), kwargs)
+    if fn in GLOBAL_STATE:
+        return ConstVar(fn())
+    if name in FORBIDDEN_FUNCTIONS:
+        raise Unsupported(f"call to torch.{name} (global side effect)")
+    if name in META_FUNCTIONS:
+        return const(fold(fn, *[_fold(a) for a in args], **{k: _fold(v) for k, v in kwargs.items()}))
+    _check_inplace(frame, fn, args, kwargs)
+    return _record(frame, "call_function", fn, args, kwargs, name)
+
+
+def call_function(frame, fn, args, kwargs) -> Var:
+    """Record a call of `fn` (an operator or torch function) on tensors."""
+    _check_inplace(frame, fn, args, kwargs)
+    return _record(frame, "call_function", fn, tuple(args), kwargs, getattr(fn, "__name__", str(fn)))
+
+
+INPLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+                     operator.imod, operator.ipow, operator.imatmul, operator.iand, operator.ior,
+                     operator.ixor, operator.ilshift, operator.irshift, operator.setitem}
+
+
+def _check_inplace(frame, target, args, kwargs) -> None:
+    if "out" in kwargs:
+        raise Unsupported("out= argument (writes into an existing tensor)")
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    inplace = target in INPLACE_OPERATORS if not isinstance(target, str) else False
+    inplace = inplace or (name.endswith("_") and not name.endswith("__"))
+    kw = kwargs.get("inplace")
+    inplace = inplace or (isinstance(kw, ConstVar) and kw.value is True)
+    if not inplace or not args or not isinstance(args[0], TensorVar):
+        return
+    if frame.tracer.graph.aliases_input(args[0]):
+        raise Unsupported(f"in-place {name or target} on an input tensor or a view of one "
+                          "(mutating inputs is replayed in a later version)")
+
+
+def _record(frame, kind, target, args, kwargs, name) -> Var:
+    graph = frame.tracer.graph
+    node, result = graph.call(kind, target, tuple(args), dict(kwargs))
+    dd = next((t.node.meta["data_dependent_shape"] for t in _tensors(args, kwargs)
+               if t.node.meta.get("data_dependent_shape")), None)
+    if dd is None and (name in DATA_DEPENDENT_SHAPE or _bool_mask_index(target, args)):
+        dd = name if isinstance(name, str) else "indexing"
+    if dd is None and target is torch.where and len(args) == 1 and not kwargs:
+        dd = "where"
+    var = graph.wrap_result(node, result)
+    if dd is not None:
+        for t in _tensors([var], {}):
+            t.node.meta["data_dependent_shape"] = dd
+    return var
+
+
+def _bool_mask_index(target, args) -> bool:
+    if target not in (operator.getitem, operator.setitem) or len(args) < 2:
+        return False
+    index = args[1]
+    items = index.items if isinstance(index, (TupleVar, ListVar)) else [index]
+    return any(isinstance(i, TensorVar) and i.value.dtype in (torch.bool, torch.uint8) for i in items)
+
+
+def _tensors(args, kwargs):
+    stack = list(args) + list(kwargs.values())
+    while stack:
+        a = stack.pop()
+        if isinstance(a, TensorVar):
+            yield a
+        elif isinstance(a, (TupleVar, ListVar)):
+            stack.extend(a.items)
+        elif isinstance(a, DictVar):
+            stack.extend(a.items.values())
+        elif isinstance(a, (list, tuple)):
+            stack.extend(a)
+
+
+def _fold(v: Var):
+    if isinstance(v, TensorVar):
+        return v.value
+    if foldable(v):
+        return v.python_value()
+    raise Unsupported(f"argument {describe(v)}")
+
+
+def is_tensor_method_descriptor(fn) -> bool:
+    return isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
+        getattr(fn, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor)

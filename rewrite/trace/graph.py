@@ -1,0 +1,158 @@
+"""The graph builder: owns the torch.fx.Graph, nothing else does.
+
+The interpreter asks it for placeholders (one per input source) and op calls. Each op is
+run on the real values while it is recorded ("tracing may run the real ops"), so shapes,
+dtypes and the op's own errors are exactly eager's.
+"""
+from __future__ import annotations
+
+import operator
+import re
+
+import torch
+import torch.fx
+
+from ..errors import Unsupported, UserError
+from ..guards.source import Source
+from .values import ConstVar, DictVar, ListVar, ObjectVar, TensorVar, TupleVar, Var
+
+
+class GraphBuilder:
+    def __init__(self):
+        self.graph = torch.fx.Graph()
+        self.inputs: list[tuple[Source, torch.Tensor, torch.fx.Node]] = []
+        self._by_source: dict[Source, TensorVar] = {}
+        self._names: set[str] = set()
+        self.input_storages: set[int] = set()
+        self.op_count = 0
+        self._last_placeholder = None
+
+    # -- inputs ---------------------------------------------------------------------------
+    def placeholder(self, source: Source, value: torch.Tensor) -> TensorVar:
+        var = self._by_source.get(source)
+        if var is not None:
+            return var
+        name = self._fresh(re.sub(r"\W+", "_", source.name()).strip("_") or "arg")
+        # placeholders go first, in the order inputs were met
+        where = self._last_placeholder
+        with (self.graph.inserting_after(where) if where else self.graph.inserting_before(None)):
+            node = self.graph.placeholder(name)
+        self._last_placeholder = node
+        node.meta["example_value"] = value
+        node.meta["source"] = source
+        self.inputs.append((source, value, node))
+        self.input_storages.add(_storage(value))
+        var = TensorVar(node, value, source)
+        self._by_source[source] = var
+        return var
+
+    def _fresh(self, base: str) -> str:
+        if base[0].isdigit():
+            base = "_" + base
+        name, i = base, 1
+        while name in self._names:
+            name, i = f"{base}_{i}", i + 1
+        self._names.add(name)
+        return name
+
+    # -- ops --------------------------------------------------------------------------------
+    def call(self, kind: str, target, args: tuple, kwargs: dict):
+        """Run `target` on the real values and record it. Returns (node, real result)."""
+        real_args, real_kwargs = _real(args), _real(kwargs)
+        fx_args, fx_kwargs = _fx(args), _fx(kwargs)
+        try:
+            if kind == "call_method":
+                result = getattr(real_args[0], target)(*real_args[1:], **real_kwargs)
+            else:
+                result = target(*real_args, **real_kwargs)
+        except Exception as e:
+            raise UserError(e) from e
+        node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
+        node.meta["example_value"] = result
+        self.op_count += 1
+        return node, result
+
+    def wrap_result(self, node, result) -> Var:
+        """A Var for an op's result: tensors become TensorVars, sequences of them TupleVars."""
+        if isinstance(result, torch.Tensor):
+            return TensorVar(node, result)
+        if isinstance(result, (tuple, list)) and all(isinstance(r, torch.Tensor) or r is None for r in result):
+            items = []
+            for i, r in enumerate(result):
+                if r is None:
+                    items.append(ConstVar(None))
+                else:
+                    item = self.graph.call_function(operator.getitem, (node, i))
+                    item.meta["example_value"] = r
+                    items.append(TensorVar(item, r))
+            if isinstance(result, list):
+                return ListVar(items)
+            return TupleVar(items, py_type=type(result))
+        raise Unsupported(f"{_target_name(node.target)} returned {type(result).__name__}, which the graph cannot hold")
+
+    def aliases_input(self, var: TensorVar) -> bool:
+        return _storage(var.value) in self.input_storages
+
+    def output(self, nodes: list) -> None:
+        self.graph.output(tuple(nodes))
+
+
+def _storage(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:
+        return id(t)
+
+
+def _real(obj):
+    if isinstance(obj, TensorVar):
+        return obj.value
+    if isinstance(obj, (ConstVar, ObjectVar)):
+        return obj.value
+    if isinstance(obj, TupleVar):
+        vals = [_real(v) for v in obj.items]
+        return tuple(vals) if obj.py_type is tuple else obj.py_type(*vals)
+    if isinstance(obj, ListVar):
+        return [_real(v) for v in obj.items]
+    if isinstance(obj, DictVar):
+        return {k: _real(v) for k, v in obj.items.items()}
+    if isinstance(obj, tuple):
+        return tuple(_real(v) for v in obj)
+    if isinstance(obj, list):
+        return [_real(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _real(v) for k, v in obj.items()}
+    if isinstance(obj, slice):
+        return slice(_real(obj.start), _real(obj.stop), _real(obj.step))
+    if isinstance(obj, Var):
+        raise Unsupported(f"cannot pass {obj!r} to a graph op")
+    return obj
+
+
+def _fx(obj):
+    if isinstance(obj, TensorVar):
+        return obj.node
+    if isinstance(obj, (ConstVar, ObjectVar)):
+        return obj.value
+    if isinstance(obj, TupleVar):
+        return tuple(_fx(v) for v in obj.items)
+    if isinstance(obj, ListVar):
+        return [_fx(v) for v in obj.items]
+    if isinstance(obj, DictVar):
+        return {k: _fx(v) for k, v in obj.items.items()}
+    if isinstance(obj, tuple):
+        return tuple(_fx(v) for v in obj)
+    if isinstance(obj, list):
+        return [_fx(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _fx(v) for k, v in obj.items()}
+    if isinstance(obj, slice):
+        return slice(_fx(obj.start), _fx(obj.stop), _fx(obj.step))
+    return obj
+
+
+def _target_name(target) -> str:
+    if isinstance(target, str):
+        return f".{target}()"
+    mod = getattr(target, "__module__", None) or ""
+    return f"{mod}.{getattr(target, '__name__', target)}" if mod else str(target)

@@ -1,0 +1,103 @@
+"""Building and unpacking tuples, lists, dicts, slices and strings."""
+from ... import ops
+from ...errors import Unsupported
+from ..interpreter import handler
+from ..values import ConstVar, DictVar, ListVar, TupleVar
+
+
+@handler("BUILD_TUPLE")
+def build_tuple(frame, inst):
+    frame.push(TupleVar(frame.popn(inst.arg)))
+
+
+@handler("BUILD_LIST")
+def build_list(frame, inst):
+    frame.push(ListVar(frame.popn(inst.arg)))
+
+
+@handler("BUILD_MAP")
+def build_map(frame, inst):
+    flat = frame.popn(2 * inst.arg)
+    frame.push(DictVar({ops.key_of(k): v for k, v in zip(flat[::2], flat[1::2])}))
+
+
+@handler("BUILD_CONST_KEY_MAP")
+def build_const_key_map(frame, inst):
+    keys = ops.key_of(frame.pop())
+    frame.push(DictVar(dict(zip(keys, frame.popn(inst.arg)))))
+
+
+@handler("BUILD_SLICE")
+def build_slice(frame, inst):
+    parts = frame.popn(inst.arg)
+    frame.push(ops.make_slice(parts))
+
+
+@handler("BUILD_STRING")
+def build_string(frame, inst):
+    parts = frame.popn(inst.arg)
+    frame.push(ConstVar("".join(ops.python_value(p, "an f-string part") for p in parts)))
+
+
+@handler("FORMAT_VALUE")
+def format_value(frame, inst):
+    spec = frame.pop().value if inst.arg & 0x04 else ""
+    value = ops.python_value(frame.pop(), "a value formatted in an f-string")
+    conv = {0: None, 1: str, 2: repr, 3: ascii}[inst.arg & 0x03]
+    if conv is not None:
+        value = ops.fold(conv, value)
+    frame.push(ConstVar(ops.fold(format, value, spec)))
+
+
+@handler("LIST_APPEND")
+def list_append(frame, inst):
+    v = frame.pop()
+    frame.stack[-inst.arg].items.append(v)
+
+
+@handler("LIST_EXTEND")
+def list_extend(frame, inst):
+    v = frame.pop()
+    frame.stack[-inst.arg].items.extend(ops.unpack(frame, v))
+
+
+@handler("LIST_TO_TUPLE")
+def list_to_tuple(frame, inst):
+    frame.push(TupleVar(frame.pop().items))
+
+
+@handler("MAP_ADD")
+def map_add(frame, inst):
+    value = frame.pop()
+    key = frame.pop()
+    frame.stack[-inst.arg].items[ops.key_of(key)] = value
+
+
+@handler("DICT_UPDATE", "DICT_MERGE")
+def dict_update(frame, inst):
+    other = frame.pop()
+    if not isinstance(other, DictVar):
+        raise Unsupported(f"dict update from {ops.describe(other)}")
+    target = frame.stack[-inst.arg]
+    if inst.opname == "DICT_MERGE" and set(target.items) & set(other.items):
+        raise Unsupported("keyword argument given twice")
+    target.items.update(other.items)
+
+
+@handler("UNPACK_SEQUENCE")
+def unpack_sequence(frame, inst):
+    items = ops.unpack(frame, frame.pop())
+    if len(items) != inst.arg:
+        raise Unsupported(f"cannot unpack {len(items)} values into {inst.arg} (the call raises eagerly)")
+    frame.stack.extend(reversed(items))
+
+
+@handler("UNPACK_EX")
+def unpack_ex(frame, inst):
+    before, after = inst.arg & 0xFF, inst.arg >> 8
+    items = ops.unpack(frame, frame.pop())
+    if len(items) < before + after:
+        raise Unsupported("not enough values to unpack (the call raises eagerly)")
+    middle = ListVar(items[before:len(items) - after])
+    out = items[:before] + [middle] + items[len(items) - after:]
+    frame.stack.extend(reversed(out))

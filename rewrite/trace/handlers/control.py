@@ -1,0 +1,82 @@
+"""Jumps, loops, return and raise."""
+from ... import ops
+from ...errors import Unsupported
+from ..interpreter import Return, handler
+from ..values import ConstVar
+
+
+@handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
+def jump(frame, inst):
+    frame.jump(inst.argval)
+
+
+def _pop_jump_if(want: bool):
+    def pop_jump_if(frame, inst):
+        if ops.truthy(frame, frame.pop()) is want:
+            frame.jump(inst.argval)
+    return pop_jump_if
+
+
+def _pop_jump_if_none(want: bool):
+    def pop_jump_if_none(frame, inst):
+        v = frame.pop()
+        if (isinstance(v, ConstVar) and v.value is None) is want:
+            frame.jump(inst.argval)
+    return pop_jump_if_none
+
+
+handler("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE")(_pop_jump_if(True))
+handler("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE")(_pop_jump_if(False))
+handler("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE")(_pop_jump_if_none(True))
+handler("POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE")(_pop_jump_if_none(False))
+
+
+@handler("JUMP_IF_TRUE_OR_POP")
+def jump_if_true_or_pop(frame, inst):
+    if ops.truthy(frame, frame.stack[-1]):
+        frame.jump(inst.argval)
+    else:
+        frame.pop()
+
+
+@handler("JUMP_IF_FALSE_OR_POP")
+def jump_if_false_or_pop(frame, inst):
+    if not ops.truthy(frame, frame.stack[-1]):
+        frame.jump(inst.argval)
+    else:
+        frame.pop()
+
+
+@handler("GET_ITER")
+def get_iter(frame, inst):
+    frame.push(ops.iterate(frame, frame.pop()))
+
+
+@handler("FOR_ITER")
+def for_iter(frame, inst):
+    item = frame.stack[-1].next()
+    if item is None:
+        frame.pop()
+        frame.jump(inst.argval)
+    else:
+        frame.push(item)
+
+
+@handler("RETURN_VALUE")
+def return_value(frame, inst):
+    raise Return(frame.pop())
+
+
+@handler("RAISE_VARARGS")
+def raise_varargs(frame, inst):
+    raise Unsupported("raise statement (the call runs eagerly and raises there)")
+
+
+@handler("LOAD_ASSERTION_ERROR")
+def load_assertion_error(frame, inst):
+    frame.push(ops.const(AssertionError))
+
+
+@handler("BEFORE_WITH")
+def before_with(frame, inst):
+    raise Unsupported(f"with block over {ops.describe(frame.stack[-1])}")

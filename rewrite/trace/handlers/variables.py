@@ -1,0 +1,82 @@
+"""Loads and stores: constants, locals, globals, cells, attributes."""
+from ... import ops
+from ...errors import Unsupported
+from ..interpreter import _Lazy, handler
+from ..values import NULL, CellVar
+
+
+@handler("LOAD_CONST")
+def load_const(frame, inst):
+    frame.push(ops.const(inst.argval))
+
+
+@handler("LOAD_FAST")
+def load_fast(frame, inst):
+    frame.push(frame.load_local(inst.argval))
+
+
+@handler("STORE_FAST")
+def store_fast(frame, inst):
+    frame.locals[inst.argval] = frame.pop()
+
+
+@handler("DELETE_FAST")
+def delete_fast(frame, inst):
+    frame.locals.pop(inst.argval, None)
+
+
+@handler("LOAD_GLOBAL")
+def load_global(frame, inst):
+    if inst.arg & 1:  # 3.11: the low bit asks for a NULL below the value
+        frame.push(NULL)
+    frame.push(frame.load_global(inst.argval))
+
+
+@handler("STORE_GLOBAL")
+def store_global(frame, inst):
+    raise Unsupported(f"assignment to global {inst.argval!r} (a side effect the tracer does not replay yet)")
+
+
+@handler("MAKE_CELL")
+def make_cell(frame, inst):
+    frame.cells[inst.argval] = CellVar(contents=frame.locals.pop(inst.argval, None))
+
+
+@handler("LOAD_CLOSURE")
+def load_closure(frame, inst):
+    frame.push(frame.cells[inst.argval])
+
+
+@handler("LOAD_DEREF")
+def load_deref(frame, inst):
+    cell = frame.cells[inst.argval]
+    if isinstance(cell.contents, _Lazy):
+        cell.contents = frame.tracer.wrap(cell.contents.value, cell.contents.source)
+    frame.push(frame.load_cell(inst.argval))
+
+
+@handler("STORE_DEREF")
+def store_deref(frame, inst):
+    cell = frame.cells[inst.argval]
+    if cell.real is not None:
+        raise Unsupported(f"assignment to nonlocal {inst.argval!r} of an enclosing function (side effect)")
+    cell.contents = frame.pop()
+
+
+@handler("LOAD_ATTR")
+def load_attr(frame, inst):
+    frame.push(ops.getattr_(frame, frame.pop(), inst.argval))
+
+
+@handler("LOAD_METHOD")
+def load_method(frame, inst):
+    obj = frame.pop()
+    frame.push(NULL)
+    frame.push(ops.getattr_(frame, obj, inst.argval))
+
+
+@handler("STORE_ATTR")
+def store_attr(frame, inst):
+    obj = frame.pop()
+    frame.pop()
+    raise Unsupported(f"assignment to attribute {inst.argval!r} of {ops.describe(obj)} (side effect)")

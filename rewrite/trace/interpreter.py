@@ -1,0 +1,275 @@
+"""The symbolic bytecode interpreter: frames, the step loop, inlining.
+
+`Tracer` holds what one trace builds (graph, guards, wrapped inputs); `Frame` runs one
+code object's instructions over a stack of Vars, calling the opcode handlers registered
+in `rewrite/trace/handlers`. The interpreter never touches the fx graph itself: torch
+ops go through `rewrite.ops`, which asks the `GraphBuilder`.
+"""
+from __future__ import annotations
+
+import dis
+import functools
+import types
+
+import torch
+
+from .. import config, logs
+from ..errors import Unsupported
+from ..guards.codegen import GuardSet
+from ..guards.guard import GradModeMatch
+from ..guards.source import AttrSource, CellContentsSource, GlobalSource, ItemSource, LocalSource, Source
+from .graph import GraphBuilder
+from .values import CellVar, FunctionVar, ObjectVar, Var
+
+HANDLERS: dict = {}
+
+
+def handler(*opnames):
+    """Register one small function as the handler of each named opcode."""
+    def register(fn):
+        for name in opnames:
+            assert name in dis.opmap, f"{name} is not an opcode of this Python"
+            assert name not in HANDLERS, f"two handlers for {name}"
+            HANDLERS[name] = fn
+        return fn
+    return register
+
+
+class Return(Exception):
+    """Raised by RETURN_VALUE to end a frame with a value."""
+
+    def __init__(self, value: Var):
+        self.value = value
+
+
+@functools.lru_cache(maxsize=4096)
+def instructions_of(code: types.CodeType):
+    insts = list(dis.get_instructions(code))
+    return insts, {inst.offset: i for i, inst in enumerate(insts)}
+
+
+class _Lazy:
+    """A root-frame argument not yet read: wrapped (and guarded) on first load."""
+    __slots__ = ("value", "source")
+
+    def __init__(self, value, source):
+        self.value = value
+        self.source = source
+
+
+class Tracer:
+    """One trace of one call: the graph, the guards and the wrapped inputs."""
+
+    def __init__(self, code: types.CodeType, globals_: dict, names: tuple[str, ...], args: tuple):
+        self.code = code
+        self.globals = globals_
+        self.graph = GraphBuilder()
+        self.guards = GuardSet()
+        self.guards.add(GradModeMatch(torch.is_grad_enabled()))
+        self.wrapped: dict[Source, Var] = {}
+        self.steps = 0
+        self.depth = 0
+        self.log_trace = logs.enabled("trace")
+        from . import handlers  # noqa: F401  (registers the opcode handlers)
+        nargs = len(names) - len(code.co_freevars)
+        locals_ = {n: _Lazy(v, LocalSource(n)) for n, v in zip(names[:nargs], args[:nargs])}
+        cells = {n: CellVar(real=c, source=LocalSource(n)) for n, c in zip(names[nargs:], args[nargs:])}
+        self.root = Frame(self, code, locals_, cells, globals_, GlobalSource, None)
+
+    def run(self) -> Var:
+        return self.root.run()
+
+    # -- wrapping real values from sources (installs guards) --------------------------------
+    def wrap(self, value, source: Source | None) -> Var:
+        from .builder import wrap
+        if source is None:
+            return wrap(self, value, None)
+        var = self.wrapped.get(source)
+        if var is None:
+            var = self.wrapped[source] = wrap(self, value, source)
+        return var
+
+    # -- calls into Python functions ---------------------------------------------------------
+    def inline(self, fn, args: list[Var], kwargs: dict[str, Var], fn_source: Source | None, caller: "Frame") -> Var:
+        """Run a user function's bytecode in a new frame and return its result."""
+        if isinstance(fn, FunctionVar):
+            code, globals_, defaults, kwdefaults = fn.code, fn.globals, fn.defaults, fn.kwdefaults
+            closure = fn.closure
+            global_source = fn.globals_source
+        else:
+            from ..bytecode import original_code
+            code, globals_ = original_code(fn.__code__), fn.__globals__
+            defaults = tuple(self.wrap(v, ItemSource(AttrSource(fn_source, "__defaults__"), i) if fn_source else None)
+                             for i, v in enumerate(fn.__defaults__ or ()))
+            kwdefaults = {k: self.wrap(v, ItemSource(AttrSource(fn_source, "__kwdefaults__"), k) if fn_source else None)
+                          for k, v in (fn.__kwdefaults__ or {}).items()}
+            closure = tuple(
+                CellVar(real=c, source=ItemSource(AttrSource(fn_source, "__closure__"), i) if fn_source else None)
+                for i, c in enumerate(fn.__closure__ or ()))
+            global_source = _global_source_for(globals_, self.globals, fn_source)
+        if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
+            raise Unsupported(f"call to generator or coroutine function {code.co_qualname}")
+        if self.depth >= config.max_inline_depth:
+            raise Unsupported(f"inlining deeper than {config.max_inline_depth} calls ({code.co_qualname})")
+        locals_ = bind_arguments(code, args, kwargs, defaults, kwdefaults)
+        cells = {}
+        for name in code.co_cellvars:
+            cells[name] = CellVar(contents=locals_.pop(name, None))
+        for name, cell in zip(code.co_freevars, closure):
+            cells[name] = cell
+        frame = Frame(self, code, locals_, cells, globals_, global_source, caller)
+        self.depth += 1
+        try:
+            return frame.run()
+        finally:
+            self.depth -= 1
+
+
+def _global_source_for(globals_: dict, root_globals: dict, fn_source: Source | None):
+    if globals_ is root_globals:
+        return GlobalSource
+    if fn_source is None:
+        return None
+    return lambda name: ItemSource(AttrSource(fn_source, "__globals__"), name)
+
+
+def bind_arguments(code, args, kwargs, defaults, kwdefaults) -> dict[str, Var]:
+    """Python's argument binding, over Vars."""
+    from .values import ConstVar, DictVar, TupleVar
+    npos, nkw = code.co_argcount, code.co_kwonlyargcount
+    names = code.co_varnames
+    has_varargs, has_varkw = bool(code.co_flags & 0x04), bool(code.co_flags & 0x08)
+    out: dict[str, Var] = {}
+    if len(args) > npos and not has_varargs:
+        raise Unsupported(f"{code.co_qualname}() takes {npos} positional arguments but {len(args)} were given")
+    for name, value in zip(names[:npos], args):
+        out[name] = value
+    rest = dict(kwargs)
+    posonly = names[:code.co_posonlyargcount]
+    for name in names[:npos + nkw]:
+        if name in rest and name not in posonly:
+            if name in out:
+                raise Unsupported(f"{code.co_qualname}() got multiple values for argument {name!r}")
+            out[name] = rest.pop(name)
+    first_default = npos - len(defaults)
+    for i, name in enumerate(names[:npos]):
+        if name not in out:
+            if i >= first_default:
+                out[name] = defaults[i - first_default]
+            else:
+                raise Unsupported(f"{code.co_qualname}() missing required argument {name!r}")
+    for name in names[npos:npos + nkw]:
+        if name not in out:
+            if name in kwdefaults:
+                out[name] = kwdefaults[name]
+            else:
+                raise Unsupported(f"{code.co_qualname}() missing required keyword-only argument {name!r}")
+    i = npos + nkw
+    if has_varargs:
+        out[names[i]] = TupleVar(args[npos:])
+        i += 1
+    if has_varkw:
+        out[names[i]] = DictVar(rest)
+    elif rest:
+        raise Unsupported(f"{code.co_qualname}() got unexpected keyword arguments {sorted(rest)}")
+    return out
+
+
+class Frame:
+    """The state of one (possibly inlined) function while it is interpreted."""
+
+    def __init__(self, tracer: Tracer, code, locals_, cells, globals_, global_source, parent):
+        self.tracer = tracer
+        self.code = code
+        self.instructions, self.index_of = instructions_of(code)
+        self.locals: dict = locals_
+        self.cells: dict[str, CellVar] = cells
+        self.globals = globals_
+        self.builtins = globals_.get("__builtins__", __builtins__)
+        if isinstance(self.builtins, types.ModuleType):
+            self.builtins = self.builtins.__dict__
+        self.global_source = global_source
+        self.parent = parent
+        self.stack: list[Var] = []
+        self.ip = 0
+        self.lineno = code.co_firstlineno
+        self.kw_names: tuple[str, ...] = ()
+
+    # -- stack helpers used by handlers -------------------------------------------------------
+    def push(self, v: Var) -> None:
+        self.stack.append(v)
+
+    def pop(self) -> Var:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[Var]:
+        if n == 0:
+            return []
+        out = self.stack[-n:]
+        del self.stack[-n:]
+        return out
+
+    def jump(self, offset: int) -> None:
+        self.ip = self.index_of[offset]
+
+    # -- variables -----------------------------------------------------------------------------
+    def load_local(self, name: str) -> Var:
+        v = self.locals.get(name)
+        if v is None:
+            raise Unsupported(f"local variable {name!r} read before assignment")
+        if isinstance(v, _Lazy):
+            v = self.locals[name] = self.tracer.wrap(v.value, v.source)
+        return v
+
+    def load_global(self, name: str) -> Var:
+        if name in self.globals:
+            if self.global_source is None:
+                raise Unsupported(f"global {name!r} of a function the tracer cannot locate")
+            return self.tracer.wrap(self.globals[name], self.global_source(name))
+        if name in self.builtins:
+            return ObjectVar(self.builtins[name])
+        raise Unsupported(f"name {name!r} is not defined")
+
+    def load_cell(self, name: str) -> Var:
+        cell = self.cells[name]
+        if cell.real is None:
+            if cell.contents is None:
+                raise Unsupported(f"free variable {name!r} read before assignment")
+            return cell.contents
+        try:
+            value = cell.real.cell_contents
+        except ValueError:
+            raise Unsupported(f"free variable {name!r} read before assignment") from None
+        return self.tracer.wrap(value, CellContentsSource(cell.source) if cell.source else None)
+
+    # -- the loop ------------------------------------------------------------------------------
+    def run(self) -> Var:
+        tracer = self.tracer
+        log = logs.get("trace") if tracer.log_trace else None
+        insts = self.instructions
+        while True:
+            inst = insts[self.ip]
+            self.ip += 1
+            if inst.positions is not None and inst.positions.lineno is not None:
+                self.lineno = inst.positions.lineno
+            tracer.steps += 1
+            if tracer.steps > config.max_trace_instructions:
+                raise self._locate(Unsupported(f"trace longer than {config.max_trace_instructions} instructions"))
+            if log is not None:
+                log.debug("%s%s %s %s", "  " * tracer.depth, inst.opname,
+                          "" if inst.arg is None else inst.argrepr, self.stack)
+            fn = HANDLERS.get(inst.opname)
+            try:
+                if fn is None:
+                    raise Unsupported(f"opcode {inst.opname} is not supported")
+                fn(self, inst)
+            except Return as r:
+                return r.value
+            except Unsupported as e:
+                raise self._locate(e)
+            except RecursionError:
+                raise self._locate(Unsupported("recursion too deep while tracing"))
+
+    def _locate(self, e: Unsupported) -> Unsupported:
+        e.locate(self.code.co_filename, self.lineno, self.code.co_name)
+        return e

@@ -1,0 +1,186 @@
+"""The value kinds of the symbolic interpreter.
+
+A few kinds, not a class per Python type: what a value *does* is decided by the rule
+tables in `rewrite/ops`, keyed by the underlying Python object or its type.
+
+* TensorVar   -- a tensor in the graph: its fx node and the real tensor computed while tracing
+* ConstVar    -- an immutable Python value known at trace time (int, str, dtype, range, slice, ...)
+* TupleVar / ListVar / DictVar -- containers of Vars (ListVar/DictVar created while tracing are mutable)
+* IteratorVar -- an iterator over a materialized list of Vars
+* ObjectVar   -- any other real Python object, used by identity (functions, modules, classes, instances)
+* FunctionVar -- a function created while tracing (MAKE_FUNCTION), inlined when called
+* MethodVar   -- a bound method on a Var (`x.relu`, `lst.append`)
+* CellVar     -- a closure cell: virtual (created while tracing) or a real cell with a source
+
+Every Var may carry the `Source` it was read from; guards are installed when a value is
+first wrapped from its source (see `builder.py`).
+"""
+from __future__ import annotations
+
+from ..guards.source import Source
+
+
+class Var:
+    __slots__ = ("source",)
+
+    def __init__(self, source: Source | None = None):
+        self.source = source
+
+    def python_value(self):
+        """The real Python value, when the Var stands for one known at trace time."""
+        raise NotImplementedError(type(self).__name__)
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class TensorVar(Var):
+    __slots__ = ("node", "value")
+
+    def __init__(self, node, value, source=None):
+        super().__init__(source)
+        self.node = node
+        self.value = value
+
+    def __repr__(self):
+        return f"TensorVar({self.node.name}: {str(self.value.dtype)[6:]}{list(self.value.shape)})"
+
+
+class ConstVar(Var):
+    __slots__ = ("value",)
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_value(self):
+        return self.value
+
+    def __repr__(self):
+        return f"ConstVar({self.value!r})"
+
+
+class TupleVar(Var):
+    """A tuple of Vars. `py_type` keeps namedtuples and torch.return_types."""
+    __slots__ = ("items", "py_type")
+
+    def __init__(self, items, source=None, py_type=tuple):
+        super().__init__(source)
+        self.items = list(items)
+        self.py_type = py_type
+
+    def python_value(self):
+        vals = [v.python_value() for v in self.items]
+        return tuple(vals) if self.py_type is tuple else self.py_type(*vals)
+
+    def __repr__(self):
+        return f"TupleVar({self.items!r})"
+
+
+class ListVar(Var):
+    __slots__ = ("items", "mutable")
+
+    def __init__(self, items, source=None, mutable=True):
+        super().__init__(source)
+        self.items = list(items)
+        self.mutable = mutable
+
+    def python_value(self):
+        return [v.python_value() for v in self.items]
+
+    def __repr__(self):
+        return f"ListVar({self.items!r})"
+
+
+class DictVar(Var):
+    """Keys are real hashable Python values; values are Vars."""
+    __slots__ = ("items", "mutable")
+
+    def __init__(self, items: dict, source=None, mutable=True):
+        super().__init__(source)
+        self.items = dict(items)
+        self.mutable = mutable
+
+    def python_value(self):
+        return {k: v.python_value() for k, v in self.items.items()}
+
+    def __repr__(self):
+        return f"DictVar({self.items!r})"
+
+
+class IteratorVar(Var):
+    __slots__ = ("items", "pos")
+
+    def __init__(self, items):
+        super().__init__(None)
+        self.items = list(items)
+        self.pos = 0
+
+    def next(self):
+        if self.pos >= len(self.items):
+            return None
+        self.pos += 1
+        return self.items[self.pos - 1]
+
+
+class ObjectVar(Var):
+    __slots__ = ("value",)
+
+    def __init__(self, value, source=None):
+        super().__init__(source)
+        self.value = value
+
+    def python_value(self):
+        return self.value
+
+    def __repr__(self):
+        name = getattr(self.value, "__qualname__", None) or type(self.value).__qualname__
+        return f"ObjectVar({name})"
+
+
+class FunctionVar(Var):
+    """A function made by MAKE_FUNCTION while tracing."""
+    __slots__ = ("code", "globals", "globals_source", "defaults", "kwdefaults", "closure", "fn_source")
+
+    def __init__(self, code, globals_, globals_source, defaults, kwdefaults, closure):
+        super().__init__(None)
+        self.code = code
+        self.globals = globals_
+        self.globals_source = globals_source  # callable: name -> Source | None
+        self.defaults = defaults  # tuple of Vars
+        self.kwdefaults = kwdefaults  # dict name -> Var
+        self.closure = closure  # tuple of CellVars
+
+    def __repr__(self):
+        return f"FunctionVar({self.code.co_qualname})"
+
+
+class MethodVar(Var):
+    """`self_var.name`, a method looked up on a Var, not yet called."""
+    __slots__ = ("self_var", "name")
+
+    def __init__(self, self_var: Var, name: str):
+        super().__init__(None)
+        self.self_var = self_var
+        self.name = name
+
+    def __repr__(self):
+        return f"MethodVar({self.self_var!r}.{self.name})"
+
+
+class CellVar(Var):
+    """A closure cell. Virtual cells hold `contents` (a Var or None when empty); real cells
+    have a `source` that evaluates to the cell object, and are read with guards."""
+    __slots__ = ("contents", "real")
+
+    def __init__(self, contents=None, real=None, source=None):
+        super().__init__(source)
+        self.contents = contents
+        self.real = real
+
+
+class NullVar(Var):
+    __slots__ = ()
+
+
+NULL = NullVar()
