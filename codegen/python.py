@@ -39,12 +39,23 @@ RESERVED = {"torch", "operator"}
 
 
 class Renderer:
-    def __init__(self, graph: torch.fx.Graph):
+    def __init__(self, graph: torch.fx.Graph, taken=(), inputs: dict | None = None):
+        """`taken`: names the code must not shadow; `inputs`: placeholder -> the expression it reads."""
         self.graph = graph
         self.consts: dict[str, object] = {}
         self._const_ids: dict[int, str] = {}
-        self.names = {n: (n.name + "_" if n.name in RESERVED or n.name.startswith("___") else n.name)
-                      for n in graph.nodes}
+        self.inputs = inputs or {}
+        avoid = RESERVED | set(taken)
+        self.names = {}
+        for n in graph.nodes:
+            expr = self.inputs.get(n)
+            if expr is not None and expr.isidentifier():
+                self.names[n] = expr  # the parameter itself
+                continue
+            name = n.name
+            while name in avoid or name.startswith("___"):
+                name += "_"
+            self.names[n] = name
 
     def const(self, obj) -> str:
         key = id(obj)
@@ -128,9 +139,12 @@ class Renderer:
             raise NotImplementedError("get_attr nodes: the python backend takes graphs without module state")
         raise NotImplementedError(f"python backend: node kind {node.op}")
 
-    def render(self, fn_name: str = "forward") -> str:
+    def render(self, fn_name: str = "forward", params=None, result=None) -> str:
+        """The function's source. By default it takes the placeholders and returns the output
+        tuple; `params` and `result` (a function of the output names) fuse it into an entry."""
         nodes = list(self.graph.nodes)
-        params = [self.names[n] for n in nodes if n.op == "placeholder"]
+        if params is None:
+            params = [self.names[n] for n in nodes if n.op == "placeholder"]
         last_use: dict[torch.fx.Node, torch.fx.Node] = {}
         for n in nodes:
             for inp in n.all_input_nodes:
@@ -142,9 +156,12 @@ class Renderer:
         lines = [f"def {fn_name}({', '.join(params)}):"]
         for n in nodes:
             if n.op == "placeholder":
+                if self.names[n] != self.inputs.get(n, self.names[n]):
+                    lines.append(f"    {self.names[n]} = {self.inputs[n]}")
                 continue
             if n.op == "output":
-                lines.append(f"    return {self.arg(n.args[0])}")
+                outs = [self.arg(o) for o in n.args[0]]
+                lines.append(f"    return {self.arg(n.args[0]) if result is None else result(outs)}")
                 continue
             lines += ["    " + s for s in self.statement(n)]
             if n in dying:
@@ -157,6 +174,16 @@ def python_source(gm: torch.fx.GraphModule, name: str = "forward") -> tuple[str,
     return r.render(name), r.consts
 
 
+def fused_entry_source(graph: torch.fx.Graph, params, inputs: dict, result, taken) -> tuple[str, dict]:
+    """An entry function with the graph's statements inlined: no call, no output tuple.
+
+    `inputs` maps each placeholder to the expression reading it from the frame, `result`
+    turns the list of output names into the expression the entry returns.
+    """
+    r = Renderer(graph, taken=set(params) | set(taken), inputs=inputs)
+    return r.render("entry", params=params, result=result), r.consts
+
+
 @register_backend
 def python(gm: torch.fx.GraphModule, example_inputs):
     name = getattr(gm, "_rewrite_name", "graph")
@@ -166,4 +193,6 @@ def python(gm: torch.fx.GraphModule, example_inputs):
     if logs.enabled("output_code"):
         logs.get("output_code").debug("python backend source for %s:\n%s", name, source)
     ns = codeload.load("python", name, source, dict(consts))
-    return ns["forward"]
+    forward = ns["forward"]
+    forward.__rewrite_fusable__ = gm.graph  # the entry may inline this graph instead of calling it
+    return forward

@@ -8,7 +8,7 @@
 """
 from __future__ import annotations
 
-import textwrap
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -22,6 +22,10 @@ from .guards.guard import Consts
 from .guards.source import GLOBALS, param_name
 from .trace.interpreter import Tracer
 from .trace.values import ConstVar, DictVar, ListVar, ObjectVar, TensorVar, TupleVar, Var
+
+
+# backends that run the graph's torch calls as they are, so grad mode applies at run time
+GRAD_MODE_AGNOSTIC = {"python", "eager"}
 
 
 @dataclass
@@ -107,31 +111,40 @@ def call_backend(cap: Capture, backend_name: str, backend, name: str):
 
 def build_entry(cap: Capture | None, compiled, params, globals_, name: str, miss=None):
     """The entry function: read graph inputs from the frame, call the compiled graph, rebuild."""
-    args = ", ".join(param_name(p) for p in params)
+    args = [param_name(p) for p in params]
     consts = cap.consts if cap is not None else Consts()
+    fused = getattr(compiled, "__rewrite_fusable__", None)
     if cap is None:  # a fallback entry: the original bytecode runs
-        body = "return ___MISS"
         consts.values["___MISS"] = miss
+        body = f"def entry({', '.join(args)}):\n    return ___MISS\n"
+    elif fused is not None:  # the python backend's statements, inlined into the entry
+        from codegen.python import fused_entry_source
+        inputs = {node: src.expr() for src, _, node in cap.tracer.graph.inputs}
+        rebuild = cap.rebuild
+        body, extra = fused_entry_source(
+            fused, args, inputs, lambda outs: _OUT.sub(lambda m: outs[int(m.group(1))], rebuild),
+            taken=[GLOBALS, *consts.values])
+        consts.values.update(extra)
     else:
-        inputs = ", ".join(src.expr() for src, _, _ in cap.tracer.graph.inputs)
         lines = []
         if compiled is not None:
+            inputs = ", ".join(src.expr() for src, _, _ in cap.tracer.graph.inputs)
             lines.append(f"___o = ___graph({inputs})")
             consts.values["___graph"] = compiled
         lines.append(f"return {cap.rebuild}")
-        body = "\n        ".join(lines)
+        body = f"def entry({', '.join(args)}):\n" + "".join(f"    {line}\n" for line in lines)
     free = ", ".join([GLOBALS, *consts.values])
-    source = textwrap.dedent(f"""\
-        # entry of {name}
-        def ___make({free}):
-            def entry({args}):
-                {{body}}
-            return entry
-        """).replace("{body}", body)
+    source = (f"# entry of {name}\n"
+              f"def ___make({free}):\n"
+              + "".join(f"    {line}\n" for line in body.splitlines())
+              + "    return entry\n")
     ns = codeload.load("entries", name, source, {})
     fn = ns["___make"](globals_, *consts.values.values())
     fn.__qualname__ = fn.__name__ = f"entry_{name}"
     return fn, source
+
+
+_OUT = re.compile(r"___o\[(\d+)\]")
 
 
 def compile_entry(dispatcher, args) -> Entry:
@@ -151,6 +164,8 @@ def compile_entry(dispatcher, args) -> Entry:
         return Entry(guard, fn, dispatcher.compiles, source=source, reason=str(e),
                      compile_seconds=time.perf_counter() - start)
     backend_name, backend = dispatcher.backend_for(cap)
+    if backend_name not in GRAD_MODE_AGNOSTIC:
+        cap.tracer.read_grad_mode()  # other backends may bake grad mode into what they build
     gm, compiled = call_backend(cap, backend_name, backend, name)
     guard = build_guard_function(cap.tracer.guards, params, globals_, name)
     fn, source = build_entry(cap, compiled, params, globals_, name)

@@ -1,18 +1,19 @@
 """The per-code-object cache: entries, LRU order, recompile limits, the miss path.
 
-The prologue calls `slot.call(*args, *cells)`. With no entries `slot.call` is
-`Dispatcher.miss`; with entries it is a generated function that tries each entry's guard
-closure in most-recently-hit order:
+The prologue calls `slot.guard(*args, *cells)`, the newest entry's guard closure, and on
+success `slot.entry(...)`. Otherwise it calls `slot.call(...)`: `Dispatcher.miss` when
+there is no other entry, else a generated function that tries the other entries' guards
+in most-recently-hit order:
 
     def dispatch(x, n):
-        if ___g0(x, n):
-            return ___e0(x, n)
         if ___g1(x, n):
             return ___hit(1, x, n)      # promote entry 1 to the front, then run it
+        if ___g2(x, n):
+            return ___hit(2, x, n)
         return ___miss(x, n)
 
-Promotion rebinds the closure cells of that function, so reordering costs no code
-generation. A new entry regenerates it (once per compile).
+Promotion rebinds the slot and the closure cells of that function, so reordering costs no
+code generation. A new entry regenerates it (once per compile).
 """
 from __future__ import annotations
 
@@ -41,8 +42,12 @@ MISS = _Miss()  # "run the original bytecode"
 
 
 class Slot:
-    """The prologue's constant; `call` is swapped as the cache changes."""
-    __slots__ = ("call", "__weakref__")
+    """The prologue's constant: the newest entry's guard and entry, and the rest of dispatch."""
+    __slots__ = ("guard", "entry", "call", "__weakref__")
+
+
+def _never(*args):
+    return False
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,7 @@ class Dispatcher:
         self.entries: list[Entry] = []
         self.compiles = 0
         self.slot = Slot()
-        self.slot.call = self.miss
+        self.slot.guard, self.slot.entry, self.slot.call = _never, None, self.miss
         self._busy = False
         self._warned_limit = False
         self._cells: dict = {}
@@ -144,33 +149,33 @@ class Dispatcher:
         return entry.fn(*args)
 
     def _regenerate(self) -> None:
-        """Generate the dispatch function for the current number of entries."""
+        """Generate the dispatch function over entries 1..n-1 (entry 0 is tried by the prologue)."""
         n = len(self.entries)
         args = ", ".join(param_name(p) for p in self.params)
         lines = []
-        for i in range(n):
+        for i in range(1, n):
             lines.append(f"if ___g{i}({args}):")
-            lines.append(f"    return ___e{i}({args})" if i == 0 else f"    return ___hit({i}, {args})")
+            lines.append(f"    return ___hit({i}, {args})")
         lines.append(f"return ___miss({args})")
-        free = ", ".join(["___miss", "___hit"] + [f"___g{i}, ___e{i}" for i in range(n)])
-        body = "\n".join("        " + l for l in lines)
-        source = textwrap.dedent(f"""\
-            # dispatch of {self.qualname}: {n} cache entr{'y' if n == 1 else 'ies'}, most recently hit first
-            def ___make({free}):
-                def dispatch({args}):
-            {{body}}
-                return dispatch
-            """).replace("{body}", body)
+        free = ", ".join(["___miss", "___hit"] + [f"___g{i}" for i in range(1, n)])
+        body = "".join(f"        {line}\n" for line in lines)
+        source = (f"# dispatch of {self.qualname}: entries 1..{n - 1}, most recently hit first "
+                  f"(the prologue tries entry 0)\n"
+                  f"def ___make({free}):\n"
+                  f"    def dispatch({args}):\n{body}"
+                  f"    return dispatch\n")
         ns = codeload.load("dispatch", f"{self.code.co_name}_{n}", source, {})
-        fn = ns["___make"](self.miss, self._hit, *[f for e in self.entries for f in (e.guard.fn, e.fn)])
-        self._cells = dict(zip(fn.__code__.co_freevars, fn.__closure__))
+        fn = ns["___make"](self.miss, self._hit, *[e.guard.fn for e in self.entries[1:]])
+        self._cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
         fn.__qualname__ = fn.__name__ = f"dispatch_{self.code.co_name}"
         self.slot.call = fn
+        self._rebind()
 
     def _rebind(self) -> None:
-        for i, e in enumerate(self.entries):
+        for i, e in enumerate(self.entries[1:], start=1):
             self._cells[f"___g{i}"].cell_contents = e.guard.fn
-            self._cells[f"___e{i}"].cell_contents = e.fn
+        first = self.entries[0]
+        self.slot.guard, self.slot.entry = first.guard.fn, first.fn
 
     # -- choosing a backend --------------------------------------------------------------------
     def backend_for(self, cap):
@@ -184,7 +189,7 @@ class Dispatcher:
         self.entries.clear()
         self.compiles = 0
         self._warned_limit = False
-        self.slot.call = self.miss
+        self.slot.guard, self.slot.entry, self.slot.call = _never, None, self.miss
 
 
 def reset_all() -> None:

@@ -40,6 +40,14 @@ def branch_if_not_miss(Instr, label, location):
     return [Instr("IS_OP", 0, location=location), Instr("POP_JUMP_IF_TRUE", label, location=location)]
 
 
+def pop_jump_if_false(Instr, label, location):
+    return Instr("POP_JUMP_FORWARD_IF_FALSE" if PY311 else "POP_JUMP_IF_FALSE", label, location=location)
+
+
+def jump_forward(Instr, label, location):
+    return Instr("JUMP_FORWARD", label, location=location)
+
+
 def preamble_end(instrs) -> int:
     """Index just after the instruction that ends the frame set-up (RESUME)."""
     for i, ins in enumerate(instrs):

@@ -3,20 +3,26 @@
 The rewritten code is::
 
     <frame set-up: COPY_FREE_VARS, MAKE_CELL ..., RESUME>
-    PUSH_NULL
-    LOAD_CONST   <Slot>          # the dispatcher's slot: a constant, not a global
-    LOAD_ATTR    call
+    PUSH_NULL; LOAD_CONST <Slot>; LOAD_ATTR guard    # the slot is a constant, not a global
     LOAD_FAST    <each argument>  (LOAD_DEREF for arguments that are cells)
     LOAD_CLOSURE <each free variable's cell>
     PRECALL/CALL n
+    POP_JUMP_IF_FALSE dispatch
+    PUSH_NULL; LOAD_CONST <Slot>; LOAD_ATTR entry; <args>; CALL n
+    JUMP_FORWARD check
+  dispatch:
+    PUSH_NULL; LOAD_CONST <Slot>; LOAD_ATTR call; <args>; CALL n
+  check:
     COPY 1; LOAD_CONST MISS; IS_OP; POP_JUMP_IF_TRUE original
     RETURN_VALUE
   original:
     POP_TOP
     <the original bytecode, untouched>
 
-Every original instruction keeps its location, so tracebacks, `inspect` and debuggers see
-the user's lines. `Slot.call` is swapped by the dispatcher as its cache changes; the code
+A hit on the most recently used entry costs two calls from the prologue: its guard
+closure and its entry. `slot.call` tries the other entries, then compiles. Every original
+instruction keeps its location, so tracebacks, `inspect` and debuggers see the user's
+lines. The slot's attributes are swapped by the dispatcher as its cache changes; the code
 object itself never changes again.
 """
 from __future__ import annotations
@@ -60,13 +66,20 @@ def splice_prologue(code: types.CodeType, slot, miss) -> types.CodeType:
             loads.append(Instr("LOAD_FAST", name, location=loc))
     for name in code.co_freevars:
         loads.append(Instr("LOAD_CLOSURE", FreeVar(name), location=loc))
-    original = Label()
+    original, dispatch, check = Label(), Label(), Label()
+
+    def call(attr):
+        return [*compat.push_null_then(Instr, loc), Instr("LOAD_CONST", slot, location=loc),
+                Instr("LOAD_ATTR", attr, location=loc), *loads, *compat.call_instrs(Instr, len(loads), loc)]
+
     prologue = [
-        *compat.push_null_then(Instr, loc),
-        Instr("LOAD_CONST", slot, location=loc),
-        Instr("LOAD_ATTR", "call", location=loc),
-        *loads,
-        *compat.call_instrs(Instr, len(loads), loc),
+        *call("guard"),  # the newest entry's guard closure, called straight from the prologue
+        compat.pop_jump_if_false(Instr, dispatch, loc),
+        *call("entry"),
+        compat.jump_forward(Instr, check, loc),
+        dispatch,
+        *call("call"),  # the other entries, then the miss path
+        check,
         Instr("COPY", 1, location=loc),
         Instr("LOAD_CONST", miss, location=loc),
         *compat.branch_if_not_miss(Instr, original, loc),

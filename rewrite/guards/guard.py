@@ -187,8 +187,12 @@ class TensorMatch(Guard):
         e = self.source.expr()
         out = [f"type({e}) is {c.ref(self.type)}",
                f"{e}.dtype is {c.ref(self.dtype)}",
-               f"{e}.shape == {self.shape!r}",
-               f"{e}.stride() == {self.stride!r}"]
+               f"{e}.shape == {self.shape!r}"]
+        if self.stride == _contiguous_strides(self.shape) and all(s > 1 for s in self.shape):
+            # with the shape equal and no size-0/1 dim, contiguous <=> these exact strides
+            out.append(f"{e}.is_contiguous()")
+        else:
+            out.append(f"{e}.stride() == {self.stride!r}")
         dev = self.device
         if dev.type == "cpu":
             out.append(f"{e}.is_cpu")
@@ -218,6 +222,14 @@ class TensorMatch(Guard):
         if t.requires_grad != self.requires_grad:
             return f"tensor '{n}' requires_grad mismatch: expected {self.requires_grad}, actual {t.requires_grad}"
         return None
+
+
+def _contiguous_strides(shape) -> tuple:
+    strides, acc = [], 1
+    for size in reversed(shape):
+        strides.append(acc)
+        acc *= max(size, 1)
+    return tuple(reversed(strides))
 
 
 class _GlobalStateSource(Source):

@@ -59,7 +59,7 @@ FORBIDDEN_FUNCTIONS = {
 # torch functions that return Python values computed from metadata only
 META_FUNCTIONS = {"is_tensor", "numel", "is_floating_point", "is_complex", "is_storage", "typename"}
 # torch functions that read global state the guards already cover
-GLOBAL_STATE = {torch.is_grad_enabled}
+GLOBAL_STATE = {torch.is_grad_enabled, torch._C.is_grad_enabled}
 
 
 def is_torch_callable(fn) -> bool:
@@ -88,6 +88,8 @@ def getattr_tensor(frame, var: TensorVar, name: str) -> Var:
     if name in META_ATTRS:
         if META_ATTRS[name]:
             _shape_known(frame, var, f".{name}")
+        if name == "requires_grad" and var.source is None:
+            frame.tracer.read_grad_mode()  # an intermediate's requires_grad follows grad mode
         return const(getattr(var.value, name))
     if name in TENSOR_ATTRS:
         return call_function(frame, getattr, (var, ConstVar(name)), {})
@@ -126,7 +128,7 @@ def call_torch(frame, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
             raise Unsupported(f"Tensor.{name} called on {describe(args[0]) if args else 'nothing'}")
         return call_method(frame, name, list(args), kwargs)
     if fn in GLOBAL_STATE:
-        return ConstVar(fn())
+        return ConstVar(frame.tracer.read_grad_mode())
     if name in FORBIDDEN_FUNCTIONS:
         raise Unsupported(f"call to torch.{name} (global side effect)")
     if name in META_FUNCTIONS:

@@ -65,7 +65,6 @@ class Tracer:
         self.globals = globals_
         self.graph = GraphBuilder()
         self.guards = GuardSet()
-        self.guards.add(GradModeMatch(torch.is_grad_enabled()))
         self.wrapped: dict[Source, Var] = {}
         self.steps = 0
         self.depth = 0
@@ -78,6 +77,12 @@ class Tracer:
 
     def run(self) -> Var:
         return self.root.run()
+
+    def read_grad_mode(self) -> bool:
+        """Grad mode was read while tracing: the entry is only valid under the same mode."""
+        enabled = torch.is_grad_enabled()
+        self.guards.add(GradModeMatch(enabled))
+        return enabled
 
     # -- wrapping real values from sources (installs guards) --------------------------------
     def wrap(self, value, source: Source | None) -> Var:

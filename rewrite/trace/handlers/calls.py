@@ -7,7 +7,7 @@ from ..values import NULL, DictVar, FunctionVar
 
 @handler("KW_NAMES")
 def kw_names(frame, inst):
-    frame.kw_names = inst.argval
+    frame.kw_names = frame.code.co_consts[inst.arg]
 
 
 @handler("CALL")
