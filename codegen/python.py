@@ -169,11 +169,6 @@ class Renderer:
         return "\n".join(lines) + "\n"
 
 
-def python_source(gm: torch.fx.GraphModule, name: str = "forward") -> tuple[str, dict]:
-    r = Renderer(gm.graph)
-    return r.render(name), r.consts
-
-
 def fused_entry_source(graph: torch.fx.Graph, params, inputs: dict, result, taken) -> tuple[str, dict]:
     """An entry function with the graph's statements inlined: no call, no output tuple.
 
@@ -184,15 +179,31 @@ def fused_entry_source(graph: torch.fx.Graph, params, inputs: dict, result, take
     return r.render("entry", params=params, result=result), r.consts
 
 
+class CompiledGraph:
+    """The python backend's result: calls like the graph; its source is compiled on first call.
+
+    `__rewrite_fusable__` lets rewrite inline the statements into the cache entry instead of
+    calling this at all (no call, no output tuple), which is what happens for @jit.
+    """
+
+    def __init__(self, graph: torch.fx.Graph, name: str):
+        self.__rewrite_fusable__ = graph
+        self.name = name
+        self._fn = None
+
+    def source(self) -> tuple[str, dict]:
+        r = Renderer(self.__rewrite_fusable__)
+        return f"# python backend: {self.name}\nimport torch\nimport operator\n\n" + r.render(), r.consts
+
+    def __call__(self, *args):
+        if self._fn is None:
+            source, consts = self.source()
+            if logs.enabled("output_code"):
+                logs.get("output_code").debug("python backend source for %s:\n%s", self.name, source)
+            self._fn = codeload.load("python", self.name, source, dict(consts))["forward"]
+        return self._fn(*args)
+
+
 @register_backend
 def python(gm: torch.fx.GraphModule, example_inputs):
-    name = getattr(gm, "_rewrite_name", "graph")
-    body, consts = python_source(gm)
-    header = f"# python backend: {name}\nimport torch\nimport operator\n\n"
-    source = header + body
-    if logs.enabled("output_code"):
-        logs.get("output_code").debug("python backend source for %s:\n%s", name, source)
-    ns = codeload.load("python", name, source, dict(consts))
-    forward = ns["forward"]
-    forward.__rewrite_fusable__ = gm.graph  # the entry may inline this graph instead of calling it
-    return forward
+    return CompiledGraph(gm.graph, getattr(gm, "_rewrite_name", "graph"))

@@ -16,8 +16,13 @@ import torch
 import torch.fx
 
 from . import codeload, logs
+
+try:  # generates the GraphModule's own Python code only if someone asks for it
+    from torch.fx._lazy_graph_module import _LazyGraphModule as GraphModule
+except ImportError:  # pragma: no cover
+    from torch.fx import GraphModule
 from .errors import BackendCompilerFailed, Unsupported
-from .guards.codegen import GuardFunction, GuardSet, build_guard_function
+from .guards.codegen import GuardFunction, GuardSet, guard_source, make_guard_function
 from .guards.guard import Consts
 from .guards.source import GLOBALS, param_name
 from .trace.interpreter import Tracer
@@ -97,20 +102,24 @@ def call_backend(cap: Capture, backend_name: str, backend, name: str):
     graph = cap.tracer.graph
     if not graph.op_count and not cap.graph_outputs:
         return None, None
-    gm = torch.fx.GraphModule(torch.nn.Module(), graph.graph)
+    gm = GraphModule(torch.nn.Module(), graph.graph)
     gm._rewrite_name = name
     example_inputs = [value for _, value, _ in graph.inputs]
     try:
         compiled = backend(gm, example_inputs)
     except Exception as e:
         raise BackendCompilerFailed(backend_name, e) from e
+    finally:
+        for node in graph.graph.nodes:  # the entry keeps the graph: drop the traced tensors
+            node.meta.pop("example_value", None)
     if not callable(compiled):
         raise BackendCompilerFailed(backend_name, TypeError(f"backend returned {type(compiled).__name__}, not a callable"))
     return gm, compiled
 
 
-def build_entry(cap: Capture | None, compiled, params, globals_, name: str, miss=None):
-    """The entry function: read graph inputs from the frame, call the compiled graph, rebuild."""
+def entry_source(cap: Capture | None, compiled, params, name: str, miss=None) -> tuple[str, dict]:
+    """Source defining `___make_entry(G, <consts>)`: read graph inputs from the frame, run the
+    compiled graph (or its statements, inlined), rebuild the Python result."""
     args = [param_name(p) for p in params]
     consts = cap.consts if cap is not None else Consts()
     fused = getattr(compiled, "__rewrite_fusable__", None)
@@ -135,13 +144,21 @@ def build_entry(cap: Capture | None, compiled, params, globals_, name: str, miss
         body = f"def entry({', '.join(args)}):\n" + "".join(f"    {line}\n" for line in lines)
     free = ", ".join([GLOBALS, *consts.values])
     source = (f"# entry of {name}\n"
-              f"def ___make({free}):\n"
+              f"def ___make_entry({free}):\n"
               + "".join(f"    {line}\n" for line in body.splitlines())
               + "    return entry\n")
-    ns = codeload.load("entries", name, source, {})
-    fn = ns["___make"](globals_, *consts.values.values())
+    return source, consts.values
+
+
+def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=None):
+    """Generate the guard closure and the entry function, written to one file and loaded once."""
+    g_source, g_consts, ordered = guard_source(guards, params, name)
+    e_source, e_consts = entry_source(cap, compiled, params, name, miss)
+    ns = codeload.load("entries", name, g_source + "\n\n" + e_source, {})
+    guard = make_guard_function(ns, g_source, g_consts, ordered, params, globals_, name)
+    fn = ns["___make_entry"](globals_, *e_consts.values())
     fn.__qualname__ = fn.__name__ = f"entry_{name}"
-    return fn, source
+    return guard, fn, e_source
 
 
 _OUT = re.compile(r"___o\[(\d+)\]")
@@ -159,16 +176,14 @@ def compile_entry(dispatcher, args) -> Entry:
         if dispatcher.options.fullgraph:
             raise
         guards = getattr(e, "guards", None) or GuardSet()
-        guard = build_guard_function(guards, params, globals_, name)
-        fn, source = build_entry(None, None, params, globals_, name, miss=dispatcher.MISS)
+        guard, fn, source = load_entry(guards, None, None, params, globals_, name, miss=dispatcher.MISS)
         return Entry(guard, fn, dispatcher.compiles, source=source, reason=str(e),
                      compile_seconds=time.perf_counter() - start)
     backend_name, backend = dispatcher.backend_for(cap)
     if backend_name not in GRAD_MODE_AGNOSTIC:
         cap.tracer.read_grad_mode()  # other backends may bake grad mode into what they build
     gm, compiled = call_backend(cap, backend_name, backend, name)
-    guard = build_guard_function(cap.tracer.guards, params, globals_, name)
-    fn, source = build_entry(cap, compiled, params, globals_, name)
+    guard, fn, source = load_entry(cap.tracer.guards, cap, compiled, params, globals_, name)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
                   ops=cap.tracer.graph.op_count)
     _log(entry, name)

@@ -17,7 +17,6 @@ code generation. A new entry regenerates it (once per compile).
 """
 from __future__ import annotations
 
-import textwrap
 import warnings
 import weakref
 from dataclasses import dataclass

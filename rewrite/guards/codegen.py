@@ -6,9 +6,16 @@ cannot be read (a deleted global, a missing attribute) counts as a failed guard.
 """
 from __future__ import annotations
 
+import torch
+
 from .. import codeload
-from .guard import Consts, Guard
+from .guard import Consts, Guard, TensorMatch
 from .source import GLOBALS, param_name
+
+try:  # torch's batched tensor check (dtype, device, dispatch keys, sizes, strides, requires_grad)
+    from torch._C._dynamo.guards import TensorGuards as _TensorGuards
+except ImportError:  # pragma: no cover - other torch builds
+    _TensorGuards = None
 
 
 class GuardSet:
@@ -16,9 +23,12 @@ class GuardSet:
 
     def __init__(self):
         self._guards: dict[Guard, None] = {}
+        self.examples: dict[Guard, torch.Tensor] = {}  # the traced tensor of each TensorMatch
 
-    def add(self, guard: Guard) -> None:
+    def add(self, guard: Guard, example: torch.Tensor | None = None) -> None:
         self._guards.setdefault(guard, None)
+        if example is not None:
+            self.examples.setdefault(guard, example)
 
     def __iter__(self):
         return iter(self._guards)
@@ -60,22 +70,61 @@ class GuardFunction:
         return out
 
 
-def build_guard_function(guards: GuardSet, params: tuple[str, ...], globals_: dict, name: str) -> GuardFunction:
+def _batched_tensor_checks(tensors: list[TensorMatch], guards: GuardSet, consts: Consts) -> list[str] | None:
+    """All tensor guards as one call of torch's C++ tensor checker, after a type check each.
+
+    Returns None (use the per-attribute Python checks) when the checker is unavailable.
+    """
+    if _TensorGuards is None or not tensors or any(g not in guards.examples for g in tensors):
+        return None
+    try:
+        checker = _TensorGuards(*(guards.examples[g] for g in tensors),
+                                dynamic_dims_sizes=[list(g.shape) for g in tensors],
+                                dynamic_dims_strides=[list(g.stride) for g in tensors])
+    except Exception:
+        return None
+    consts.values["___check_tensors"] = checker.check
+    out = [f"type({g.source.expr()}) is {consts.ref(g.type)}" for g in tensors]
+    args = ", ".join(g.source.expr() for g in tensors)
+    out.append(f"___check_tensors({args})")
+    out += [f"# {g.describe()}" for g in tensors]
+    return out
+
+
+def guard_source(guards: GuardSet, params: tuple[str, ...], name: str):
+    """Source text defining `___make_guard(G, <consts>)`, the consts to pass, and the ordered guards."""
     ordered = guards.ordered()
     consts = Consts()
-    checks = [check for g in ordered for check in g.checks(consts)] or ["True"]
-    chain = "\n".join(f"                {'' if i == 0 else 'and '}{c}" for i, c in enumerate(checks))
+    tensors = [g for g in ordered if isinstance(g, TensorMatch)]
+    batched = _batched_tensor_checks(tensors, guards, consts)
+    if batched is not None:
+        checks = [c for g in ordered if not isinstance(g, TensorMatch) for c in g.checks(consts)] + batched
+    else:
+        checks = [c for g in ordered for c in g.checks(consts)]
+    checks = checks or ["True"]
+    chain = "\n".join(f"                {'' if i == 0 or c.startswith('#') else 'and '}{c}"
+                      for i, c in enumerate(checks))
     free = ", ".join([GLOBALS, *consts.values])
     source = (
-        f"# guards of {name}: {len(ordered)} guard(s), {len(checks)} check(s)\n"
-        f"def ___make({free}):\n"
+        f"# guards of {name}: {len(ordered)} guard(s)\n"
+        f"def ___make_guard({free}):\n"
         f"    def guard({', '.join(param_name(p) for p in params)}):\n"
         f"        try:\n"
         f"            return (\n{chain}\n            )\n"
         f"        except Exception:\n"
         f"            return False\n"
         f"    return guard\n")
-    ns = codeload.load("guards", name, source, {})
-    fn = ns["___make"](globals_, *consts.values.values())
+    return source, consts.values, ordered
+
+
+def make_guard_function(ns: dict, source: str, consts: dict, ordered, params, globals_, name) -> GuardFunction:
+    """Instantiate a guard closure from a namespace where `source` was executed."""
+    fn = ns["___make_guard"](globals_, *consts.values())
     fn.__qualname__ = fn.__name__ = f"guard_{name}"
     return GuardFunction(fn, source, ordered, params, globals_)
+
+
+def build_guard_function(guards: GuardSet, params: tuple[str, ...], globals_: dict, name: str) -> GuardFunction:
+    source, consts, ordered = guard_source(guards, params, name)
+    ns = codeload.load("guards", name, source, {})
+    return make_guard_function(ns, source, consts, ordered, params, globals_, name)

@@ -203,6 +203,11 @@ class TensorMatch(Guard):
         out.append(f"{e}.requires_grad" if self.requires_grad else f"not {e}.requires_grad")
         return out
 
+    def describe(self) -> str:
+        grad = ", requires_grad" if self.requires_grad else ""
+        return (f"{self.source.name()}: {self.type.__name__} {str(self.dtype).rpartition('.')[2]} {self.device} "
+                f"size {list(self.shape)} stride {list(self.stride)}{grad}")
+
     def failure(self, t):
         n = self.source.name()
         if type(t) is not self.type:

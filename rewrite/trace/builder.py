@@ -38,7 +38,7 @@ def wrap(tracer, value, source):
     if isinstance(value, torch.Tensor):
         if source is None:
             raise Unsupported("a tensor the tracer cannot locate as an input (no source)")
-        add(TensorMatch.of(source, value))
+        tracer.guards.add(TensorMatch.of(source, value), example=value)
         return tracer.graph.placeholder(source, value)
     if t in SCALARS:
         add(EqualsMatch(source, value))

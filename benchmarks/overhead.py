@@ -1,0 +1,107 @@
+"""Call overhead of a cache hit and first-call compile latency: rewrite.jit vs torch.compile.
+
+Run: .venv/bin/python benchmarks/overhead.py
+
+Everything is measured side by side in one process. The hit path is timed with `timeit`
+on the call itself (best of several repeats); compile latency is the first call after a
+reset, the median of several fresh compiles. torch.compile uses backend="eager" so only
+Dynamo's own cost is compared (no Inductor).
+"""
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+import timeit
+import types
+
+import torch
+import torch._dynamo
+
+import rewrite
+from rewrite import jit
+
+
+def add_one(x):
+    return x + 1
+
+
+def four_ops(x, y):
+    z = x * 2 + y
+    return z.relu().sum(dim=-1)
+
+
+_fresh_count = 0
+
+
+def fresh(fn):
+    """A new function over a new code object (renamed, so no cache or rewrite is shared)."""
+    global _fresh_count
+    _fresh_count += 1
+    code = fn.__code__.replace(co_name=f"{fn.__name__}_{_fresh_count}")
+    return types.FunctionType(code, fn.__globals__, code.co_name)
+
+
+def hit_time(fn, args, number=200_000, repeat=7) -> float:
+    g = {"fn": fn, "args": args}
+    stmt = "fn(" + ", ".join(f"args[{i}]" for i in range(len(args))) + ")"
+    return min(timeit.repeat(stmt, globals=g, number=number, repeat=repeat)) / number * 1e6
+
+
+def first_call_ms(make, args, runs=9) -> float:
+    times = []
+    for _ in range(runs):
+        fn = make()
+        t0 = time.perf_counter()
+        fn(*args)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def make_jit(fn):
+    def make():
+        rewrite.reset()
+        return jit(fresh(fn))
+    return make
+
+
+def make_dynamo(fn):
+    def make():
+        torch._dynamo.reset()
+        return torch.compile(fresh(fn), backend="eager")
+    return make
+
+
+def main():
+    torch.set_num_threads(1)
+    x4 = torch.randn(4, 4)
+    x, y = torch.randn(4, 8), torch.randn(8)
+    cases = [("x + 1 (4x4)", add_one, (x4,)), ("4-op function", four_ops, (x, y))]
+    print(f"rewrite overhead benchmark -- {time.strftime('%Y-%m-%d')}, Python {platform.python_version()}, "
+          f"torch {torch.__version__}, {platform.machine()}\n")
+    print("hit path (µs per call)")
+    print(f"{'case':16} {'direct':>8} {'@jit':>8} {'dynamo':>8} {'jit-direct':>11} {'dynamo-direct':>14} {'ratio':>7}")
+    for name, fn, args in cases:
+        direct = fresh(fn)
+        jitted = jit(fresh(fn))
+        dynamo = torch.compile(fresh(fn), backend="eager")
+        for f in (jitted, dynamo):
+            f(*args), f(*args)
+        t_direct, t_jit, t_dyn = (hit_time(f, args) for f in (direct, jitted, dynamo))
+        over_jit, over_dyn = t_jit - t_direct, t_dyn - t_direct
+        print(f"{name:16} {t_direct:8.3f} {t_jit:8.3f} {t_dyn:8.3f} {over_jit:11.3f} {over_dyn:14.3f} "
+              f"{over_dyn / max(over_jit, 1e-9):6.1f}x")
+    print("\nfirst call: trace + compile + run (ms, median of 9)")
+    print(f"{'case':16} {'@jit':>8} {'dynamo':>8} {'ratio':>7}")
+    for name, fn, args in cases:
+        t_jit = first_call_ms(make_jit(fn), args)
+        t_dyn = first_call_ms(make_dynamo(fn), args)
+        print(f"{name:16} {t_jit:8.2f} {t_dyn:8.2f} {t_dyn / t_jit:6.1f}x")
+    t0 = time.perf_counter()
+    for _ in range(50):
+        jit(fresh(four_ops))
+    print(f"\n@jit decoration (bytecode rewrite) of the 4-op function: {(time.perf_counter() - t0) / 50 * 1e3:.2f} ms")
+
+
+if __name__ == "__main__":
+    main()
