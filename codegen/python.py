@@ -46,6 +46,7 @@ class Renderer:
         self._const_ids: dict[int, str] = {}
         self.inputs = inputs or {}
         avoid = RESERVED | set(taken)
+        self.taken = set(taken)
         self.names = {}
         for n in graph.nodes:
             expr = self.inputs.get(n)
@@ -110,7 +111,8 @@ class Renderer:
     def function_ref(self, fn) -> str:
         """`torch.relu` when that dotted path names `fn` itself, else a bound constant."""
         mod, name = getattr(fn, "__module__", None), getattr(fn, "__name__", None)
-        if mod and name and mod.split(".")[0] == "torch" and getattr(sys.modules.get(mod), name, None) is fn:
+        if mod and name and mod.split(".")[0] == "torch" and "torch" not in self.taken \
+                and getattr(sys.modules.get(mod), name, None) is fn:
             return f"{mod}.{name}"
         return self.const(fn)
 

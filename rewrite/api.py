@@ -25,6 +25,9 @@ def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None 
     None picks the default for the inputs' device. fullgraph: raise instead of running eagerly
     what cannot be traced.
     """
+    if isinstance(backend, str):
+        from codegen import lookup_backend
+        lookup_backend(backend)  # an unknown name fails here, at decoration, as torch.compile does
     options = Options(backend, fullgraph, dynamic)
     if fn is None:
         return functools.partial(jit, backend=backend, fullgraph=fullgraph, dynamic=dynamic)

@@ -154,7 +154,7 @@ def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=Non
     """Generate the guard closure and the entry function, written to one file and loaded once."""
     g_source, g_consts, ordered = guard_source(guards, params, name)
     e_source, e_consts = entry_source(cap, compiled, params, name, miss)
-    ns = codeload.load("entries", name, g_source + "\n\n" + e_source, {})
+    ns = codeload.load("entries", name, "import torch\n\n" + g_source + "\n\n" + e_source, {})
     guard = make_guard_function(ns, g_source, g_consts, ordered, params, globals_, name)
     fn = ns["___make_entry"](globals_, *e_consts.values())
     fn.__qualname__ = fn.__name__ = f"entry_{name}"

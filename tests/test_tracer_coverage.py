@@ -236,20 +236,9 @@ def test_local_reassignment_and_deletion():
 # operators
 # --------------------------------------------------------------------------------------------
 
-BINARY_OPS = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-    "truediv": lambda a, b: a / b, "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b,
-    "pow": lambda a, b: a ** 2, "lt": lambda a, b: a < b, "le": lambda a, b: a <= b, "eq": lambda a, b: a == b,
-    "ne": lambda a, b: a != b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
-}
-
-
-@pytest.mark.parametrize("op", sorted(BINARY_OPS))
-def test_binary_operator_on_tensors(op):
-    fn = BINARY_OPS[op]
-
+def test_binary_operators_on_tensors():
     def f(a, b):
-        return fn(a, b)
+        return a + b, a - b, a * b, a / b, a // b, a % b, a ** 2, a < b, a <= b, a == b, a != b, a > b, a >= b
 
     check(f, t(3, 4), t(3, 4, seed=1).abs() + 0.5)
 
@@ -276,6 +265,8 @@ def test_matmul_and_bitwise_operators_on_intermediates():
     check(f, t(2, 3), t(3, 4), t(5, dtype=torch.int32), t(5, dtype=torch.int32, seed=1))
 
 
+@pytest.mark.xfail(strict=True, reason="BUG: _check_inplace treats any name ending in '_' as in-place, so "
+                   "operator.and_/or_ on input tensors are refused as 'in-place and_ on an input' (fallback)")
 def test_bitwise_operators_on_inputs():
     def f(m, n):
         return m & n, m | n, (m > 0) & (n > 0)
@@ -409,10 +400,8 @@ TENSOR_METHODS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(TENSOR_METHODS))
-def test_tensor_method(name):
-    method = TENSOR_METHODS[name]
-
+@pytest.mark.parametrize("method", TENSOR_METHODS.values(), ids=TENSOR_METHODS.keys())
+def test_tensor_method(method):
     def f(x):
         return method(x)
 
@@ -762,6 +751,8 @@ def test_lambda_defined_inside():
     check(f, t(3))
 
 
+@pytest.mark.xfail(strict=True, reason="BUG: MAKE_CELL in an inlined frame replaces the cell Tracer.inline "
+                   "made for a captured parameter with an empty one: 'free variable read before assignment'")
 def test_closure_factory_inside():
     def f(x):
         def make(scale):
@@ -802,6 +793,13 @@ def test_user_object_method_and_attributes():
     check(f, t(3))
 
 
+NN_MODULE_CALL = pytest.mark.xfail(
+    raises=rewrite.RewriteError, strict=True,
+    reason="BUG: calling an nn.Module instance goes to call_torch (its __module__ starts with 'torch.') and "
+           "fx create_node fails on the missing __name__: InternalError raised to the user")
+
+
+@NN_MODULE_CALL
 def test_nn_module_call_from_closure():
     lin = torch.nn.Linear(3, 2).requires_grad_(False)
 
@@ -811,6 +809,7 @@ def test_nn_module_call_from_closure():
     check(f, t(4, 3))
 
 
+@NN_MODULE_CALL
 def test_nn_module_passed_as_argument():
     def f(m, x):
         return m(x) * 2
@@ -882,6 +881,8 @@ def test_return_same_tensor_twice_keeps_identity():
     assert a is b
 
 
+@pytest.mark.xfail(strict=True, reason="BUG: plan_outputs rebuilds each ListVar occurrence as a new list "
+                   "literal, so one list returned under two names comes back as two lists")
 def test_return_same_list_twice_keeps_identity():
     def f(x):
         ys = [x + 1]
@@ -1008,6 +1009,8 @@ def test_inplace_through_view_of_intermediate():
     check(f, t(3, 2))
 
 
+@pytest.mark.xfail(strict=True, reason="BUG: `y[i] = v` on an intermediate records operator.setitem, whose "
+                   "None result wrap_result refuses ('returned NoneType'): needless fallback")
 def test_setitem_on_intermediate():
     def f(x):
         y = x.clone()

@@ -139,6 +139,20 @@ class IdMatch(Guard):
 
 
 @dataclass(frozen=True)
+class AliasMatch(Guard):
+    """Two sources held the very same object while tracing (the graph has one input for both)."""
+    source: Source
+    other: Source
+    priority = 5
+
+    def checks(self, c):
+        return [f"{self.source.expr()} is {self.other.expr()}"]
+
+    def failure(self, value):
+        return f"{self.source.name()} is no longer the same object as {self.other.name()}"
+
+
+@dataclass(frozen=True)
 class LenMatch(Guard):
     source: Source
     length: int

@@ -21,7 +21,7 @@ import types
 import torch
 
 from ..errors import Unsupported
-from ..guards.guard import EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch
+from ..guards.guard import AliasMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch
 from ..guards.source import ItemSource
 from .values import ConstVar, DictVar, ListVar, ObjectVar, TupleVar
 
@@ -38,8 +38,13 @@ def wrap(tracer, value, source):
     if isinstance(value, torch.Tensor):
         if source is None:
             raise Unsupported("a tensor the tracer cannot locate as an input (no source)")
+        seen = tracer.tensor_sources.get(id(value))
+        if seen is not None:  # the same tensor reached through another source: one graph input
+            add(AliasMatch(source, seen.source))
+            return seen
         tracer.guards.add(TensorMatch.of(source, value), example=value)
-        return tracer.graph.placeholder(source, value)
+        var = tracer.tensor_sources[id(value)] = tracer.graph.placeholder(source, value)
+        return var
     if t in SCALARS:
         add(EqualsMatch(source, value))
         return ConstVar(value, source)

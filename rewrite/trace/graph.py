@@ -14,7 +14,7 @@ import torch.fx
 
 from ..errors import Unsupported, UserError
 from ..guards.source import Source
-from .values import ConstVar, DictVar, ListVar, ObjectVar, TensorVar, TupleVar, Var
+from .values import ConstVar, DictVar, ListVar, ObjectVar, TensorVar, TupleVar, Var, make_tuple
 
 
 class GraphBuilder:
@@ -110,8 +110,7 @@ def _real(obj):
     if isinstance(obj, (ConstVar, ObjectVar)):
         return obj.value
     if isinstance(obj, TupleVar):
-        vals = [_real(v) for v in obj.items]
-        return tuple(vals) if obj.py_type is tuple else obj.py_type(*vals)
+        return make_tuple(obj.py_type, [_real(v) for v in obj.items])
     if isinstance(obj, ListVar):
         return [_real(v) for v in obj.items]
     if isinstance(obj, DictVar):

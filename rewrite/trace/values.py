@@ -70,11 +70,19 @@ class TupleVar(Var):
         self.py_type = py_type
 
     def python_value(self):
-        vals = [v.python_value() for v in self.items]
-        return tuple(vals) if self.py_type is tuple else self.py_type(*vals)
+        return make_tuple(self.py_type, [v.python_value() for v in self.items])
 
     def __repr__(self):
         return f"TupleVar({self.items!r})"
+
+
+def make_tuple(py_type, values):
+    """A tuple of type `py_type`: namedtuples take fields, torch.Size and structseqs a sequence."""
+    if py_type is tuple:
+        return tuple(values)
+    if hasattr(py_type, "_fields"):
+        return py_type(*values)
+    return py_type(values)
 
 
 class ListVar(Var):

@@ -1,0 +1,54 @@
+import types
+
+import pytest
+import torch
+
+import rewrite
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    rewrite.reset()
+    yield
+    rewrite.reset()
+
+
+def eager_copy(fn):
+    """An un-jitted copy of `fn` (same code, globals, defaults and closure): the oracle."""
+    code = rewrite.bytecode.original_code(fn.__code__)
+    copy = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    return copy
+
+
+def assert_same(actual, expected):
+    """Same structure, types, values (tensors: dtype, shape, values) as the eager result."""
+    assert type(actual) is type(expected), (type(actual), type(expected))
+    if isinstance(expected, torch.Tensor):
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape
+        torch.testing.assert_close(actual, expected, equal_nan=True)
+    elif isinstance(expected, (tuple, list)):
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            assert_same(a, e)
+    elif isinstance(expected, dict):
+        assert list(actual) == list(expected)
+        for k in expected:
+            assert_same(actual[k], expected[k])
+    else:
+        assert actual == expected or (actual != actual and expected != expected)
+
+
+class CompileCounter:
+    """A backend that counts compiles and runs the graph as it is."""
+
+    def __init__(self):
+        self.frame_count = 0
+        self.op_count = 0
+        self.graphs = []
+
+    def __call__(self, gm, example_inputs):
+        self.frame_count += 1
+        self.op_count += sum(n.op in ("call_function", "call_method") for n in gm.graph.nodes)
+        self.graphs.append(gm)
+        return gm.forward

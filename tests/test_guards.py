@@ -1,0 +1,233 @@
+"""Every fact a cache entry assumed is guarded: changing it recompiles, never a stale result."""
+import logging
+
+import pytest
+import torch
+
+import rewrite
+from rewrite import dispatcher_of, jit, logs
+
+from conftest import assert_same, eager_copy
+
+SCALE = 2
+OFFSET = 1.0
+
+
+def helper(x):
+    return x + 1
+
+
+def run_all(f, *arg_lists):
+    """Call jitted f and an eager copy on each argument list; compare; return the entry count."""
+    eager = eager_copy(f)
+    jit(f)
+    for args in arg_lists:
+        assert_same(f(*args), eager(*args))
+    return len(dispatcher_of(f).entries)
+
+
+def add_one(x):
+    return x + 1
+
+
+@pytest.mark.parametrize("second, reason", [
+    (torch.ones(4, 4, dtype=torch.float64), "tensor 'x' dtype mismatch: expected torch.float32, actual torch.float64"),
+    (torch.ones(5, 4), "tensor 'x' size mismatch at index 0: expected 4, actual 5"),
+    (torch.ones(4), "tensor 'x' rank mismatch: expected 2, actual 1"),
+    (torch.ones(4, 4).t().contiguous().t(), "tensor 'x' stride mismatch at index 0: expected 4, actual 1"),
+    (torch.ones(4, 4, requires_grad=True), "tensor 'x' requires_grad mismatch: expected False, actual True"),
+    (torch.ones(4, 4, device="meta"), "tensor 'x' device mismatch: expected cpu, actual meta"),
+    (torch.nn.Parameter(torch.ones(4, 4)), "'x' is not a Tensor (actual Parameter)"),
+])
+def test_tensor_property_change_recompiles(second, reason):
+    def f(x):
+        return x * 2
+
+    eager = eager_copy(f)
+    jit(f)
+    first = torch.ones(4, 4)
+    assert_same(f(first), eager(first))
+    assert dispatcher_of(f).entries[0].guard.failures((second,)) == [reason]
+    out = f(second)
+    assert out.shape == second.shape and out.dtype == second.dtype and out.device == second.device
+    if second.device.type != "meta":
+        assert_same(out, eager(second))
+    assert out.requires_grad == second.requires_grad
+    assert len(dispatcher_of(f).entries) == 2
+
+
+def test_same_properties_hit_the_cache():
+    assert run_all(add_one, (torch.randn(3, 3),), (torch.randn(3, 3),), (torch.zeros(3, 3),)) == 1
+
+
+def test_global_int_change_recompiles():
+    global SCALE
+
+    def f(x):
+        return x * SCALE
+
+    eager = eager_copy(f)
+    jit(f)
+    x = torch.ones(2)
+    assert_same(f(x), eager(x))
+    SCALE = 3
+    try:
+        assert_same(f(x), eager(x))
+        assert len(dispatcher_of(f).entries) == 2
+        assert "SCALE == 2 (actual 3)" in dispatcher_of(f).entries[1].guard.failures((x,))
+    finally:
+        SCALE = 2
+
+
+def test_global_float_and_helper_function_change_recompile():
+    global OFFSET, helper
+    original = helper
+
+    def f(x):
+        return helper(x) + OFFSET
+
+    eager = eager_copy(f)
+    jit(f)
+    x = torch.ones(2)
+    assert_same(f(x), eager(x))
+    try:
+        OFFSET = 0.5
+        assert_same(f(x), eager(x))
+        helper = lambda x: x - 1  # noqa: E731
+        assert_same(f(x), eager(x))
+        assert len(dispatcher_of(f).entries) == 3
+    finally:
+        OFFSET, helper = 1.0, original
+
+
+def test_closure_value_change_recompiles():
+    k = 1
+
+    def f(x):
+        return x + k
+
+    eager = eager_copy(f)
+    jit(f)
+    x = torch.zeros(2)
+    assert_same(f(x), eager(x))
+    k = 10
+    assert_same(f(x), eager(x))
+    assert len(dispatcher_of(f).entries) == 2
+    assert dispatcher_of(f).entries[1].guard.failures((x, f.__closure__[0])) == ["k == 1 (actual 10)"]
+
+
+@pytest.mark.parametrize("first, second", [
+    (3, 4), (3, 3.0), (True, 1), (2.5, 3.5), ("sum", "mean"), (None, 1), (float("nan"), 1.0),
+])
+def test_python_scalar_arguments_are_guarded_by_type_and_value(first, second):
+    def f(x, v):
+        if v is None:
+            return x
+        if isinstance(v, str):
+            return getattr(x, v)()
+        return x * v
+
+    assert run_all(f, (torch.ones(2), first), (torch.ones(2), first), (torch.ones(2), second)) == 2
+
+
+def test_tuple_and_list_arguments_are_guarded_by_length_and_items():
+    def f(xs):
+        out = xs[0]
+        for t in xs[1:]:
+            out = out + t
+        return out
+
+    a = torch.ones(2)
+    assert run_all(f, ((a, a),), ((a, a),), ((a, a, a),), ([a, a],)) == 3
+
+
+def test_dict_argument_keys_are_guarded():
+    def f(d):
+        return d["a"] * d.get("b", 1)
+
+    a = torch.ones(2)
+    assert run_all(f, ({"a": a},), ({"a": a},), ({"a": a, "b": 3},)) == 2
+
+
+def test_grad_mode_is_guarded_when_read():
+    def f(x):
+        if torch.is_grad_enabled():
+            return x + 1
+        return x - 1
+
+    eager = eager_copy(f)
+    jit(f)
+    x = torch.ones(2)
+    assert_same(f(x), eager(x))
+    with torch.no_grad():
+        assert_same(f(x), eager(x))
+    assert len(dispatcher_of(f).entries) == 2
+
+
+def test_guard_source_is_one_readable_closure():
+    def f(x, n):
+        return x + n
+
+    jit(f)
+    f(torch.ones(2, 3), 4)
+    src = dispatcher_of(f).entries[0].guard.source
+    assert src.count("def guard(") == 1
+    assert "type(n) is int" in src and "n == 4" in src
+    assert "# x: Tensor float32 cpu size [2, 3] stride [3, 1]" in src
+    compile(src, "<guard>", "exec")  # it is plain Python
+
+
+def test_guard_file_is_real_and_in_linecache():
+    import linecache
+
+    def f(x):
+        return x + 1
+
+    jit(f)
+    f(torch.ones(1))
+    guard = dispatcher_of(f).entries[0].guard.fn
+    path = guard.__code__.co_filename
+    assert path.endswith(".py")
+    assert "def guard(" in "".join(linecache.getlines(path))
+    with open(path) as fh:
+        assert "def guard(" in fh.read()
+
+
+def test_recompiles_log_names_the_failed_guard(caplog):
+    def f(x):
+        return x.sum()
+
+    jit(f)
+    logs.set_logs("recompiles")
+    try:
+        with caplog.at_level(logging.DEBUG, logger="rewrite"):
+            rewrite.logs._root.propagate = True
+            f(torch.ones(4))
+            f(torch.ones(5))
+    finally:
+        logs.set_logs("")
+        rewrite.logs._root.propagate = False
+    text = caplog.text
+    assert "Recompiling function" in text
+    assert "tensor 'x' size mismatch at index 0: expected 4, actual 5" in text
+
+
+def test_guards_log_prints_the_guard_source(caplog):
+    def f(x):
+        return x.neg()
+
+    jit(f)
+    logs.set_logs("guards")
+    try:
+        with caplog.at_level(logging.DEBUG, logger="rewrite"):
+            rewrite.logs._root.propagate = True
+            f(torch.ones(2))
+    finally:
+        logs.set_logs("")
+        rewrite.logs._root.propagate = False
+    assert "def guard(x):" in caplog.text
+
+
+def test_unknown_log_category_is_an_error():
+    with pytest.raises(ValueError, match="unknown REWRITE_LOGS category"):
+        logs.set_logs("nope")
