@@ -14,6 +14,7 @@ in the cache directory (see `rewrite.codeload`) so tracebacks land in it.
 """
 from __future__ import annotations
 
+import math
 import operator
 import sys
 
@@ -80,6 +81,8 @@ class Renderer:
             return f"slice({self.arg(a.start)}, {self.arg(a.stop)}, {self.arg(a.step)})"
         if isinstance(a, torch.dtype):
             return str(a)  # 'torch.float32'
+        if isinstance(a, float) and not math.isfinite(a):
+            return f"float({str(a)!r})"  # float('inf'), float('nan')
         if is_literal(a) and not isinstance(a, tuple):
             return repr(a)
         return self.const(a)

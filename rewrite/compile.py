@@ -68,8 +68,17 @@ def capture(code, globals_, params, args) -> Capture:
 def plan_outputs(cap: Capture) -> None:
     """Graph outputs are the tensors the result holds; everything else is rebuilt in Python."""
     index: dict[torch.fx.Node, int] = {}
+    built: dict[int, str] = {}  # a list or dict returned twice is one object, built once
 
     def rebuild(v: Var) -> str:
+        if isinstance(v, (ListVar, DictVar)) and v.source is None:
+            if id(v) in built:
+                return built[id(v)]
+            name = built[id(v)] = f"___b{len(built)}"
+            return f"({name} := {build(v)})"
+        return build(v)
+
+    def build(v: Var) -> str:
         if v.source is not None and not isinstance(v, ConstVar):
             return v.source.expr()  # an input returned as it is: the very same object
         if isinstance(v, TensorVar):

@@ -75,6 +75,8 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
                              func_source, frame)
     if isinstance(value, type):
         return _construct(frame, value, args, kwargs)
+    if isinstance(value, torch.nn.Module):
+        raise Unsupported(f"call to nn.Module {type(value).__qualname__} (modules are traced in a later version)")
     return _call_python(frame, value, args, kwargs)
 
 

@@ -63,7 +63,7 @@ GLOBAL_STATE = {torch.is_grad_enabled, torch._C.is_grad_enabled}
 
 
 def is_torch_callable(fn) -> bool:
-    if isinstance(fn, type):
+    if isinstance(fn, (type, torch.nn.Module)):
         return False
     if getattr(fn, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor):
         return True
@@ -152,8 +152,10 @@ def _check_inplace(frame, target, args, kwargs) -> None:
     if "out" in kwargs:
         raise Unsupported("out= argument (writes into an existing tensor)")
     name = target if isinstance(target, str) else getattr(target, "__name__", "")
-    inplace = target in INPLACE_OPERATORS if not isinstance(target, str) else False
-    inplace = inplace or (name.endswith("_") and not name.endswith("__"))
+    if getattr(target, "__module__", None) == "_operator":  # operator.and_ is not in-place
+        inplace = target in INPLACE_OPERATORS
+    else:  # torch's convention: a trailing underscore mutates the first argument
+        inplace = name.endswith("_") and not name.endswith("__")
     kw = kwargs.get("inplace")
     inplace = inplace or (isinstance(kw, ConstVar) and kw.value is True)
     if not inplace or not args or not isinstance(args[0], TensorVar):

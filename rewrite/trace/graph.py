@@ -76,6 +76,8 @@ class GraphBuilder:
         """A Var for an op's result: tensors become TensorVars, sequences of them TupleVars."""
         if isinstance(result, torch.Tensor):
             return TensorVar(node, result)
+        if result is None:  # an op run for its effect (x[i] = v)
+            return ConstVar(None)
         if isinstance(result, (tuple, list)) and all(isinstance(r, torch.Tensor) or r is None for r in result):
             items = []
             for i, r in enumerate(result):

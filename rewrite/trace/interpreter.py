@@ -113,22 +113,28 @@ class Tracer:
                 CellVar(real=c, source=ItemSource(AttrSource(fn_source, "__closure__"), i) if fn_source else None)
                 for i, c in enumerate(fn.__closure__ or ()))
             global_source = _global_source_for(globals_, self.globals, fn_source)
-        if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
-            raise Unsupported(f"call to generator or coroutine function {code.co_qualname}")
+        if code.co_flags & (0x80 | 0x100 | 0x200):
+            raise Unsupported(f"call to coroutine function {code.co_qualname}")
         if self.depth >= config.max_inline_depth:
             raise Unsupported(f"inlining deeper than {config.max_inline_depth} calls ({code.co_qualname})")
         locals_ = bind_arguments(code, args, kwargs, defaults, kwdefaults)
-        cells = {}
-        for name in code.co_cellvars:
-            cells[name] = CellVar(contents=locals_.pop(name, None))
+        cells = {}  # MAKE_CELL creates the frame's own cells
         for name, cell in zip(code.co_freevars, closure):
             cells[name] = cell
         frame = Frame(self, code, locals_, cells, globals_, global_source, caller)
+        if code.co_flags & 0x20:
+            # a generator: run its body to the end now, collecting what it yields. Traced code
+            # has no effects outside the trace, so running it ahead of its consumer is invisible.
+            frame.yielded = []
         self.depth += 1
         try:
-            return frame.run()
+            result = frame.run()
         finally:
             self.depth -= 1
+        if frame.yielded is not None:
+            from .values import IteratorVar
+            return IteratorVar(frame.yielded)
+        return result
 
 
 def _global_source_for(globals_: dict, root_globals: dict, fn_source: Source | None):
@@ -200,6 +206,7 @@ class Frame:
         self.ip = 0
         self.lineno = code.co_firstlineno
         self.kw_names: tuple[str, ...] = ()
+        self.yielded: list[Var] | None = None  # a generator's yielded values, in order
 
     # -- stack helpers used by handlers -------------------------------------------------------
     def push(self, v: Var) -> None:

@@ -67,6 +67,19 @@ def return_value(frame, inst):
     raise Return(frame.pop())
 
 
+@handler("RETURN_GENERATOR")
+def return_generator(frame, inst):
+    frame.push(ConstVar(None))  # what the generator's first resumption sends in
+
+
+@handler("YIELD_VALUE")
+def yield_value(frame, inst):
+    if frame.yielded is None:
+        raise Unsupported("yield outside a generator the tracer runs")
+    frame.yielded.append(frame.pop())
+    frame.push(ConstVar(None))  # the value of the yield expression under next()
+
+
 @handler("RAISE_VARARGS")
 def raise_varargs(frame, inst):
     raise Unsupported("raise statement (the call runs eagerly and raises there)")
