@@ -787,23 +787,47 @@ def test_recursive_helper_on_python_depth():
     check(f, t(3))
 
 
-def test_user_object_method_and_attributes():
-    class Scaler:
-        def __init__(self, k):
-            self.k = k
+class Scaler:
+    def __init__(self, k):
+        self.k = k
 
-        def __call__(self, v):
-            return v * self.k
+    def __call__(self, v):
+        return v * self.k
 
-        def shift(self, v):
-            return v + self.k
+    def shift(self, v):
+        return v + self.k
 
+    @property
+    def double(self):
+        return self.k * 2
+
+    @staticmethod
+    def plus_one(v):
+        return v + 1
+
+    @classmethod
+    def minus_one(cls, v):
+        return v - 1
+
+
+def test_user_object_method_property_staticmethod():
     s = Scaler(3)
 
     def f(x):
-        return s.shift(x), s.k
+        return s.shift(x), s.k, x * s.double, s.plus_one(x), Scaler.plus_one(x)
 
     check(f, t(3))
+
+
+@pytest.mark.parametrize("call", [lambda s, x: s(x), lambda s, x: Scaler.minus_one(x)], ids=["__call__", "classmethod"])
+def test_callable_object_and_classmethod_run_eagerly(call):
+    # not traced yet (fallback entries), but the result is eager's
+    s = Scaler(3)
+
+    def f(x):
+        return call(s, x)
+
+    check(f, t(3), graph=False)
 
 
 def test_nn_module_call_from_closure_runs_eagerly():
@@ -861,7 +885,7 @@ def test_return_nested_containers():
 def test_return_namedtuple_built_inside_and_passed_in():
     def f(x, p):
         q = Point(x * 2, y=p.y + 1)
-        return q, q.x + q.y, p._replace if False else p.x
+        return q, q.x + q.y, p.x, p[1]
 
     check(f, t(2), Point(t(2, seed=1), 3))
 
