@@ -60,9 +60,7 @@ class GuardFunction:
         out = []
         for g in self.guards:
             try:
-                value = eval(g.source.expr(), {GLOBALS: self.globals, "___grad_enabled": None}, scope) \
-                    if g.priority != 6 else None
-                why = g.failure(value)
+                why = g.failure(g.read(self.globals, scope))
             except Exception as e:  # the source itself cannot be read any more
                 why = f"{g.source.name()} cannot be read: {type(e).__name__}: {e}"
             if why:

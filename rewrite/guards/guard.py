@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .source import Source
+from .source import GLOBALS, Source
 
 LITERAL_TYPES = (int, float, bool, str, bytes, complex, type(None))
 
@@ -69,6 +69,10 @@ class Guard:
     def failure(self, value) -> str | None:
         """Why `value` (the source's value now) fails this guard, or None if it passes."""
         raise NotImplementedError
+
+    def read(self, globals_: dict, scope: dict):
+        """The source's value now, evaluated as the generated code would (slow path)."""
+        return eval(self.source.expr(), {GLOBALS: globals_}, scope)
 
     def depth(self) -> int:
         s, d = self.source, 0
@@ -276,8 +280,10 @@ class GradModeMatch(Guard):
         c.values["___grad_enabled"] = torch.is_grad_enabled
         return [f"___grad_enabled() is {self.enabled}"]
 
-    def failure(self, _value):
-        now = torch.is_grad_enabled()
+    def read(self, globals_, scope):
+        return torch.is_grad_enabled()
+
+    def failure(self, now):
         return None if now == self.enabled else f"grad mode is {'on' if now else 'off'} (traced with it {'on' if self.enabled else 'off'})"
 
 

@@ -5,6 +5,8 @@ Python value (PURE); anything else is unsupported.
 """
 from __future__ import annotations
 
+import types
+
 import torch
 
 from ..errors import Unsupported
@@ -37,8 +39,8 @@ def python_type(v: Var) -> type:
     if isinstance(v, TupleVar):
         return v.py_type
     if isinstance(v, FunctionVar):
-        return type(python_type)
-    return {ListVar: list, DictVar: dict, IteratorVar: type(iter([])), MethodVar: type(rule.__get__(1))}.get(type(v), object)
+        return types.FunctionType
+    return {ListVar: list, DictVar: dict, IteratorVar: type(iter([])), MethodVar: types.MethodType}.get(type(v), object)
 
 
 @rule(len)

@@ -1,5 +1,6 @@
 """Loads and stores: constants, locals, globals, cells, attributes."""
 from ... import ops
+from ...bytecode.compat import load_global_pushes_null
 from ...errors import Unsupported
 from ..interpreter import _Lazy, handler
 from ..values import NULL, CellVar
@@ -27,7 +28,7 @@ def delete_fast(frame, inst):
 
 @handler("LOAD_GLOBAL")
 def load_global(frame, inst):
-    if inst.arg & 1:  # 3.11: the low bit asks for a NULL below the value
+    if load_global_pushes_null(inst):
         frame.push(NULL)
     frame.push(frame.load_global(inst.argval))
 
