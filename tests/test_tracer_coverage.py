@@ -1311,12 +1311,9 @@ def test_returning_a_function_runs_eagerly():
 
 
 # --------------------------------------------------------------------------------------------
-# wrong results: bugs found by this file (each test would pass if rewrite matched eager)
+# wrong results once: bugs this file found, fixed (each test fails if rewrite differs from eager)
 # --------------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(raises=AssertionError, strict=True,
-                   reason="BUG: EqualsMatch guards `n == 0.0`, which -0.0 passes: the entry traced with 0.0 "
-                          "(baked into the graph) serves -0.0, so 1/(x*n) gives +inf instead of -inf")
 def test_signed_zero_scalar_argument():
     def f(x, n):
         return 1 / (x * n)
@@ -1324,9 +1321,6 @@ def test_signed_zero_scalar_argument():
     calls_match_eager(f, [(torch.ones(2), 0.0), (torch.ones(2), -0.0)])
 
 
-@pytest.mark.xfail(raises=AssertionError, strict=True,
-                   reason="BUG: is_same compares the two ListVars wrapped from the two argument sources, so "
-                          "`xs is ys` is False even when one list is passed twice")
 def test_list_identity_between_arguments():
     def f(xs, ys):
         return len(xs) if xs is ys else -1
@@ -1350,14 +1344,6 @@ def _mutates_input_once(f, x0):
         assert_same(x, xe)
 
 
-INPLACE_NOT_DETECTED = pytest.mark.xfail(
-    raises=AssertionError, strict=True,
-    reason="BUG: _check_inplace only knows names ending in '_' and the `inplace=` keyword; an in-place op it "
-           "misses runs on the real input while tracing and again in the entry (or eagerly after a break): "
-           "the input is mutated twice on the first call")
-
-
-@INPLACE_NOT_DETECTED
 def test_positional_inplace_flag_on_input():
     def f(x):
         return F.leaky_relu(x, 0.5, True)
@@ -1365,7 +1351,6 @@ def test_positional_inplace_flag_on_input():
     _mutates_input_once(f, torch.tensor([-4.0, 2.0]))
 
 
-@INPLACE_NOT_DETECTED
 def test_positional_inplace_flag_then_graph_break():
     def f(x):
         y = F.leaky_relu(x, 0.5, True)
@@ -1374,7 +1359,6 @@ def test_positional_inplace_flag_then_graph_break():
     _mutates_input_once(f, torch.tensor([-4.0, 2.0]))
 
 
-@INPLACE_NOT_DETECTED
 def test_dunder_inplace_method_on_input():
     def f(x):
         x.__iadd__(1)
@@ -1383,13 +1367,6 @@ def test_dunder_inplace_method_on_input():
     _mutates_input_once(f, torch.zeros(2))
 
 
-METHOD_NOT_GUARDED = pytest.mark.xfail(
-    raises=AssertionError, strict=True,
-    reason="BUG: a method called on an object is inlined with no guard on the function it resolved to "
-           "(class attribute identity, absence from the instance __dict__): a later change is not seen")
-
-
-@METHOD_NOT_GUARDED
 def test_monkeypatched_method_is_seen():
     class S:
         def act(self, v):
@@ -1408,7 +1385,6 @@ def test_monkeypatched_method_is_seen():
     assert_same(f(x), eager(x))
 
 
-@METHOD_NOT_GUARDED
 def test_instance_attribute_shadowing_method_is_seen():
     class S:
         def act(self, v):
@@ -1427,13 +1403,6 @@ def test_instance_attribute_shadowing_method_is_seen():
     assert_same(f(x), eager(x))
 
 
-DATA_DEPENDENT_COUNT = pytest.mark.xfail(
-    raises=AssertionError, strict=True,
-    reason="BUG: split/unbind of a tensor whose shape depends on data return a number of tensors that "
-           "depends on data, but wrap_result bakes the traced count into the graph and guards nothing")
-
-
-@DATA_DEPENDENT_COUNT
 def test_data_dependent_split_count_not_baked():
     def f(x):
         return len(x[x > 0].split(1))
@@ -1441,7 +1410,6 @@ def test_data_dependent_split_count_not_baked():
     calls_match_eager(f, [(torch.tensor([1.0, -1.0, 2.0, -3.0]),), (torch.tensor([1.0, 1.0, 2.0, 3.0]),)])
 
 
-@DATA_DEPENDENT_COUNT
 def test_data_dependent_unbind_not_baked():
     def f(x):
         return [row * 2 for row in x[x > 0].unbind(0)]
@@ -1456,10 +1424,6 @@ SHAPE_FROM_VALUES = {
 }
 
 
-@pytest.mark.xfail(raises=AssertionError, strict=True,
-                   reason="BUG: only a fixed list of op names (nonzero, unique, masked_select, ...) marks a "
-                          "data-dependent shape; ops whose output size comes from a tensor argument's values "
-                          "(F.one_hot without num_classes, torch.arange/zeros of a 0-d tensor) get .shape baked")
 @pytest.mark.parametrize("fn", SHAPE_FROM_VALUES.values(), ids=SHAPE_FROM_VALUES.keys())
 def test_shape_from_tensor_values_not_baked(fn):
     def f(x):
@@ -1468,25 +1432,20 @@ def test_shape_from_tensor_values_not_baked(fn):
     calls_match_eager(f, [(torch.tensor([0, 2]),), (torch.tensor([1, 4]),)])
 
 
-RNG_GENERATOR = pytest.mark.xfail(
-    raises=AssertionError, strict=True,
-    reason="BUG: a torch.Generator is an ObjectVar baked into the graph (guarded by type only) and tracing "
-           "advances its state; only the global RNG is saved and restored around a compile")
-
-
-@RNG_GENERATOR
 def test_generator_argument():
     def f(x, g):
         return x + torch.randn(3, generator=g)
 
-    calls_match_eager(f, [(torch.zeros(3), torch.Generator().manual_seed(0)),
-                          (torch.zeros(3), torch.Generator().manual_seed(1))])
+    eager = eager_copy(f)
+    jit(f)
+    for seed in (0, 0, 1):
+        got = f(torch.zeros(3), torch.Generator().manual_seed(seed))
+        assert_same(got, eager(torch.zeros(3), torch.Generator().manual_seed(seed)))
 
 
 GENERATOR = torch.Generator()
 
 
-@RNG_GENERATOR
 def test_module_level_generator():
     def f(x):
         return x + torch.rand(2, generator=GENERATOR)

@@ -95,13 +95,18 @@ class EqualsMatch(Guard):
         tname = type(v).__name__ if type(v) in LITERAL_TYPES else c.ref(type(v))
         if type(v) is float and math.isnan(v):
             return [f"type({e}) is float", f"{e} != {e}"]
+        if type(v) is float and v == 0.0:  # -0.0 == 0.0, but 1 / -0.0 is -inf
+            return [f"type({e}) is float", f"{e} == 0.0", f"{c.ref(math.copysign)}(1.0, {e}) == {math.copysign(1.0, v)!r}"]
         return [f"type({e}) is {tname}", f"{e} == {c.ref(v)}"]
 
     def failure(self, value):
         v = self.value
         if type(value) is not type(v):
             return f"type({self.source.name()}) is {type(v).__name__} (actual {type(value).__name__})"
-        same = (value != value) if (type(v) is float and math.isnan(v)) else value == v
+        if type(v) is float:
+            same = (value != value) if math.isnan(v) else (value == v and math.copysign(1, value) == math.copysign(1, v))
+        else:
+            same = value == v
         return None if same else f"{self.source.name()} == {v!r} (actual {value!r})"
 
 
@@ -154,6 +159,39 @@ class AliasMatch(Guard):
 
     def failure(self, value):
         return f"{self.source.name()} is no longer the same object as {self.other.name()}"
+
+
+@dataclass(frozen=True)
+class DistinctMatch(Guard):
+    """Two sources held different objects while tracing, and the code asked (`a is b`)."""
+    source: Source
+    other: Source
+    priority = 5
+
+    def checks(self, c):
+        return [f"{self.source.expr()} is not {self.other.expr()}"]
+
+    def failure(self, value):
+        return f"{self.source.name()} is now the same object as {self.other.name()}"
+
+
+@dataclass(frozen=True)
+class NotInDictMatch(Guard):
+    """An attribute resolved on the class is not shadowed by the instance's __dict__."""
+    source: Source
+    name: str
+    priority = 3
+
+    def checks(self, c):
+        return [f"{self.name!r} not in {self.source.expr()}.__dict__"]
+
+    def read(self, globals_, scope):
+        return eval(self.source.expr(), {GLOBALS: globals_}, scope)
+
+    def failure(self, value):
+        if self.name in vars(value):
+            return f"{self.source.name()}.{self.name} is now set on the instance"
+        return None
 
 
 @dataclass(frozen=True)

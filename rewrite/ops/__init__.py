@@ -77,6 +77,10 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return _construct(frame, value, args, kwargs)
     if isinstance(value, torch.nn.Module):
         raise Unsupported(f"call to nn.Module {type(value).__qualname__} (modules are traced in a later version)")
+    if not isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodWrapperType)) \
+            and callable(value) and type(value).__module__ not in ("builtins", "math", "_operator"):
+        raise Unsupported(f"call to an object of type {type(value).__qualname__} (its __call__ is traced in a "
+                          "later version)")
     return _call_python(frame, value, args, kwargs)
 
 
@@ -121,6 +125,11 @@ def _construct(frame, cls: type, args, kwargs) -> Var:
     if cls in PURE or cls in (torch.Size, torch.device) or cls.__module__ == "math":
         if all(foldable(a) for a in args) and all(foldable(v) for v in kwargs.values()):
             return const(fold(cls, *(a.python_value() for a in args), **{k: v.python_value() for k, v in kwargs.items()}))
+    if issubclass(cls, BaseException):
+        raise Unsupported(f"raising {cls.__name__} (the call runs eagerly and raises there)")
+    if hasattr(cls, "__enter__"):
+        raise Unsupported(f"with {cls.__module__}.{cls.__qualname__}(...) (context managers are traced in a later "
+                          "version)")
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):  # a namedtuple made while tracing
         fields = cls._fields
         values = dict(zip(fields, args))

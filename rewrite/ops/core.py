@@ -108,8 +108,13 @@ def _real_identity(v: Var):
     return v
 
 
-def is_same(a: Var, b: Var) -> bool:
-    return _real_identity(a) is _real_identity(b)
+def is_same(a: Var, b: Var, frame=None) -> bool:
+    same = _real_identity(a) is _real_identity(b)
+    if not same and frame is not None and a.source is not None and b.source is not None \
+            and not isinstance(a, ConstVar) and not isinstance(b, ConstVar):
+        from ..guards.guard import DistinctMatch
+        frame.tracer.guards.add(DistinctMatch(a.source, b.source))  # the branch taken depends on it
+    return same
 
 
 def truthy(frame, v: Var) -> bool:

@@ -7,6 +7,7 @@ import types
 import torch
 
 from ..errors import Unsupported
+from ..guards.guard import IdMatch, NotInDictMatch
 from ..guards.source import AttrSource
 from ..trace.values import ConstVar, DictVar, ListVar, MethodVar, ObjectVar, TupleVar, Var
 from .core import const, describe, foldable, key_of, python_value, unpack
@@ -54,6 +55,10 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
     if inst_dict is not None and name in inst_dict and not data_descriptor:
         return tracer.wrap(inst_dict[name], source)
     if isinstance(static, types.FunctionType):
+        if var.source is not None:  # the method found now: on the class, not shadowed by the instance
+            tracer.guards.add(IdMatch(AttrSource(AttrSource(var.source, "__class__"), name), static))
+            if inst_dict is not None:
+                tracer.guards.add(NotInDictMatch(var.source, name))
         return MethodVar(var, name)
     if isinstance(static, staticmethod):
         return tracer.wrap(static.__func__, None)

@@ -48,6 +48,17 @@ FORBIDDEN_METHODS = {  # autograd and storage side effects
 DATA_DEPENDENT_SHAPE = {
     "nonzero", "masked_select", "unique", "unique_consecutive", "argwhere", "bincount", "repeat_interleave",
 }
+# factory functions: every argument may be a size
+CREATION = {"arange", "range", "linspace", "logspace", "zeros", "ones", "full", "empty", "rand", "randn",
+            "randint", "randperm", "eye", "tensor", "tril_indices", "triu_indices"}
+# ops that take sizes: given a tensor where a size goes, the output shape follows its value
+SIZE_TAKING = {
+    "arange", "range", "linspace", "logspace", "zeros", "ones", "full", "empty", "rand", "randn", "randint",
+    "randperm", "eye", "tensor", "new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "expand",
+    "view", "reshape", "repeat", "tile", "narrow", "one_hot", "zeros_like", "ones_like", "full_like",
+    "empty_like", "rand_like", "randn_like", "randint_like", "histc", "topk", "kthvalue", "split", "chunk",
+    "tensor_split", "unflatten", "resize_", "roll", "diag_embed", "tril_indices", "triu_indices",
+}
 
 # --- torch functions ----------------------------------------------------------------------------
 FORBIDDEN_FUNCTIONS = {
@@ -174,11 +185,29 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
         dd = name if isinstance(name, str) else "indexing"
     if dd is None and target is torch.where and len(args) == 1 and not kwargs:
         dd = "where"
+    if dd is None and name == "one_hot" and _one_hot_infers_classes(args, kwargs):
+        dd = "one_hot without num_classes"
+    if dd is None and name in SIZE_TAKING and _tensor_as_size(kind, name, args, kwargs):
+        dd = f"{name} with a tensor where a size goes"
+    if dd is not None and isinstance(result, (tuple, list)):
+        raise Unsupported(f"{name} of a tensor whose shape depends on data: the number of results does too")
     var = graph.wrap_result(node, result)
     if dd is not None:
         for t in _tensors([var], {}):
             t.node.meta["data_dependent_shape"] = dd
     return var
+
+
+def _one_hot_infers_classes(args, kwargs) -> bool:
+    n = kwargs.get("num_classes", args[1] if len(args) > 1 else None)
+    return n is None or isinstance(n, TensorVar) or (isinstance(n, ConstVar) and n.value == -1)
+
+
+def _tensor_as_size(kind, name, args, kwargs) -> bool:
+    """A tensor among the arguments of a size-taking op, other than the tensor it works on."""
+    creates = kind == "call_function" and name in CREATION
+    rest = list(args) if creates else list(args[1:])
+    return next(_tensors(rest, kwargs), None) is not None
 
 
 def _bool_mask_index(target, args) -> bool:

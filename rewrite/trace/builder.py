@@ -32,19 +32,30 @@ IDENTITY = (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, typ
             types.MethodDescriptorType, types.ClassMethodDescriptorType, type(Ellipsis), type(NotImplemented))
 
 
+IDENTITY_BEARING = (list, dict, tuple)  # and tensors, and instances: `is` between them is observable
+
+
 def wrap(tracer, value, source):
     t = type(value)
     add = tracer.guards.add if source is not None else (lambda g: None)
+    if source is not None and (t in IDENTITY_BEARING or not isinstance(value, SCALARS + IDENTITY + EQUAL_CONSTS)) \
+            and not isinstance(value, torch.dtype):
+        seen = tracer.by_identity.get(id(value))
+        if seen is not None:  # the same object reached through another source: the same Var
+            add(AliasMatch(source, seen.source))
+            return seen
+        var = _wrap(tracer, value, source, t, add)
+        tracer.by_identity[id(value)] = var
+        return var
+    return _wrap(tracer, value, source, t, add)
+
+
+def _wrap(tracer, value, source, t, add):
     if isinstance(value, torch.Tensor):
         if source is None:
             raise Unsupported("a tensor the tracer cannot locate as an input (no source)")
-        seen = tracer.tensor_sources.get(id(value))
-        if seen is not None:  # the same tensor reached through another source: one graph input
-            add(AliasMatch(source, seen.source))
-            return seen
         tracer.guards.add(TensorMatch.of(source, value), example=value)
-        var = tracer.tensor_sources[id(value)] = tracer.graph.placeholder(source, value)
-        return var
+        return tracer.graph.placeholder(source, value)
     if t in SCALARS:
         add(EqualsMatch(source, value))
         return ConstVar(value, source)
@@ -72,5 +83,7 @@ def wrap(tracer, value, source):
     if isinstance(value, IDENTITY):
         add(IdMatch(source, value))
         return ObjectVar(value, source)
+    if isinstance(value, torch.Generator):
+        raise Unsupported("a torch.Generator (its state is not tracked yet)")
     add(TypeMatch(source, t))
     return ObjectVar(value, source)

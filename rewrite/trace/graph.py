@@ -11,6 +11,7 @@ import re
 
 import torch
 import torch.fx
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..errors import Unsupported, UserError
 from ..guards.source import Source
@@ -26,6 +27,7 @@ class GraphBuilder:
         self.input_storages: set[int] = set()
         self.op_count = 0
         self._last_placeholder = None
+        self._write_check = _InputWriteCheck(self.input_storages)
 
     # -- inputs ---------------------------------------------------------------------------
     def placeholder(self, source: Source, value: torch.Tensor) -> TensorVar:
@@ -41,7 +43,9 @@ class GraphBuilder:
         node.meta["example_value"] = value
         node.meta["source"] = source
         self.inputs.append((source, value, node))
-        self.input_storages.add(_storage(value))
+        storage = _storage(value)
+        if storage is not None:
+            self.input_storages.add(storage)
         var = TensorVar(node, value, source)
         self._by_source[source] = var
         return var
@@ -61,10 +65,14 @@ class GraphBuilder:
         real_args, real_kwargs = _real(args), _real(kwargs)
         fx_args, fx_kwargs = _fx(args), _fx(kwargs)
         try:
-            if kind == "call_method":
-                result = getattr(real_args[0], target)(*real_args[1:], **real_kwargs)
-            else:
-                result = target(*real_args, **real_kwargs)
+            with self._write_check:
+                if kind == "call_method":
+                    result = getattr(real_args[0], target)(*real_args[1:], **real_kwargs)
+                else:
+                    result = target(*real_args, **real_kwargs)
+        except InputWrite as e:
+            raise Unsupported(f"{_target_name(target)} writes into an input tensor ({e.op}); mutating "
+                              "inputs is replayed in a later version") from None
         except Exception as e:
             raise UserError(e) from e
         node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
@@ -99,11 +107,44 @@ class GraphBuilder:
         self.graph.output(tuple(nodes))
 
 
-def _storage(t: torch.Tensor) -> int:
+def _storage(t: torch.Tensor):
+    """Identifies the memory a tensor views (None: no memory, so no aliasing to speak of)."""
     try:
-        return t.untyped_storage().data_ptr()
+        storage = t.untyped_storage()
     except Exception:
         return id(t)
+    if storage.nbytes() == 0:
+        return None
+    return (t.device, storage.data_ptr())
+
+
+class InputWrite(Exception):
+    def __init__(self, op: str):
+        self.op = op
+
+
+class _InputWriteCheck(TorchDispatchMode):
+    """Stops any ATen op that would write into an input's memory before it runs.
+
+    The tracer runs the user's ops on the real inputs; whatever Python path leads there
+    (`x.add_`, `F.relu(x, inplace=True)`, `x[0] = v`, `out=x`), the op's schema says which
+    arguments it writes.
+    """
+
+    def __init__(self, storages: set):
+        super().__init__()
+        self.storages = storages
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        for i, arg in enumerate(func._schema.arguments):
+            if arg.alias_info is None or not arg.alias_info.is_write:
+                continue
+            value = args[i] if i < len(args) else kwargs.get(arg.name)
+            for t in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(t, torch.Tensor) and _storage(t) in self.storages:
+                    raise InputWrite(str(func))
+        return func(*args, **kwargs)
 
 
 def _real(obj):

@@ -66,7 +66,7 @@ class Tracer:
         self.graph = GraphBuilder()
         self.guards = GuardSet()
         self.wrapped: dict[Source, Var] = {}
-        self.tensor_sources: dict[int, Var] = {}  # id(tensor) -> its TensorVar (inputs kept alive by the call)
+        self.by_identity: dict[int, Var] = {}  # id(object) -> its Var (objects kept alive by the call)
         self.steps = 0
         self.depth = 0
         self.log_trace = logs.enabled("trace")

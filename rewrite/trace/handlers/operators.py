@@ -43,7 +43,7 @@ def compare_op(frame, inst):
 def is_op(frame, inst):
     b = frame.pop()
     a = frame.pop()
-    frame.push(ConstVar(ops.is_same(a, b) != bool(inst.arg)))
+    frame.push(ConstVar(ops.is_same(a, b, frame) != bool(inst.arg)))
 
 
 @handler("CONTAINS_OP")
