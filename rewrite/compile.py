@@ -203,5 +203,5 @@ def _log(entry: Entry, name: str) -> None:
     if logs.enabled("guards"):
         logs.get("guards").debug("%s", entry.guard.source)
     if logs.enabled("output_code"):
-        graph = entry.graph_module.code if entry.graph_module is not None else "(no graph)"
-        logs.get("output_code").debug("graph of %s:%s\n%s", name, graph, entry.source)
+        graph = entry.graph_module.code.strip() if entry.graph_module is not None else "(no graph)"
+        logs.get("output_code").debug("graph of %s:\n%s\n%s", name, graph, entry.source)

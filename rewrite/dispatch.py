@@ -42,7 +42,10 @@ MISS = _Miss()  # "run the original bytecode"
 
 class Slot:
     """The prologue's constant: the newest entry's guard and entry, and the rest of dispatch."""
-    __slots__ = ("guard", "entry", "call", "__weakref__")
+    __slots__ = ("guard", "entry", "call", "name", "__weakref__")
+
+    def __repr__(self):
+        return f"<dispatch slot of {getattr(self, 'name', '?')}>"
 
 
 def _never(*args):
@@ -72,6 +75,7 @@ class Dispatcher:
         self.compiles = 0
         self.slot = Slot()
         self.slot.guard, self.slot.entry, self.slot.call = _never, None, self.miss
+        self.slot.name = qualname
         self._busy = False
         self._warned_limit = False
         self._cells: dict = {}
@@ -127,9 +131,11 @@ class Dispatcher:
             reasons = self.entries[0].guard.failures(args) if self.entries else []
             last = reasons[0] if reasons else "unknown"
             where = f"{self.code.co_filename}:{self.code.co_firstlineno}"
-            warnings.warn(f"rewrite: {self.qualname} ({where}) hit config.recompile_limit "
-                          f"({config.recompile_limit}); calls no cache entry accepts now run eagerly. "
-                          f"Last reason: {last}", RuntimeWarning, stacklevel=3)
+            # attributed to the function's own definition, wherever it is called from
+            warnings.warn_explicit(f"rewrite: {self.qualname} ({where}) hit config.recompile_limit "
+                                   f"({config.recompile_limit}); calls no cache entry accepts now run eagerly. "
+                                   f"Last reason: {last}", RuntimeWarning, self.code.co_filename,
+                                   self.code.co_firstlineno, module=self.globals.get("__name__"))
         return MISS
 
     def _recompile_reason(self, args) -> str:

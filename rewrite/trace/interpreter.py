@@ -269,8 +269,8 @@ class Frame:
             if tracer.steps > config.max_trace_instructions:
                 raise self._locate(Unsupported(f"trace longer than {config.max_trace_instructions} instructions"))
             if log is not None:
-                log.debug("%s%s %s %s", "  " * tracer.depth, inst.opname,
-                          "" if inst.arg is None else inst.argrepr, self.stack)
+                log.debug("%s%s:%s %s %s %s", "  " * tracer.depth, self.code.co_name, self.lineno, inst.opname,
+                          inst.argrepr, self.stack)
             fn = HANDLERS.get(inst.opname)
             try:
                 if fn is None:

@@ -190,5 +190,8 @@ class CellVar(Var):
 class NullVar(Var):
     __slots__ = ()
 
+    def __repr__(self):
+        return "NULL"
+
 
 NULL = NullVar()
