@@ -79,7 +79,7 @@ def plan_outputs(cap: Capture) -> None:
         return build(v)
 
     def build(v: Var) -> str:
-        if v.source is not None and not isinstance(v, ConstVar):
+        if v.source is not None:
             return v.source.expr()  # an input returned as it is: the very same object
         if isinstance(v, TensorVar):
             if v.node not in index:

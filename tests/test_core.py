@@ -177,3 +177,40 @@ def test_random_ops_match_eager_on_first_and_later_calls():
         expected = eager(x)
         torch.manual_seed(0)
         assert_same(f(x), expected)
+
+
+def test_loop_sees_appends_to_the_list_it_iterates():
+    def f(x):
+        xs = [x]
+        for t in xs:
+            if len(xs) < 3:
+                xs.append(t * 2)
+        return xs
+
+    eager = eager_copy(f)
+    jit(f, fullgraph=True)
+    for _ in range(2):
+        assert_same(f(torch.ones(2)), eager(torch.ones(2)))
+
+
+def test_dict_changed_during_iteration_raises_as_eager():
+    def f(x):
+        d = {"a": x}
+        for k in d:
+            d["b"] = x
+        return d
+
+    jit(f)
+    with pytest.raises(RuntimeError, match="dictionary changed size"):
+        f(torch.ones(1))
+
+
+def test_returned_inputs_are_the_same_objects():
+    def f(x, n, xs):
+        return x, n, xs, x + n
+
+    jit(f)
+    x, n, xs = torch.ones(2), 1.5, [1, 2]
+    for _ in range(2):
+        rx, rn, rxs, _ = f(x, n, xs)
+        assert rx is x and rn is n and rxs is xs

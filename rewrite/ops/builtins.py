@@ -93,7 +93,7 @@ def has_attr(frame, v: Var, name: str) -> bool:
             return True
         if inspect.getattr_static(value, name, _MISSING) is not _MISSING:
             return True
-        if type(value).__getattr__ is not object.__getattribute__ and hasattr(type(value), "__getattr__"):
+        if hasattr(type(value), "__getattr__"):
             raise Unsupported(f"hasattr on {describe(v)}, whose class defines __getattr__")
         return False
     return hasattr(python_type(v), name)

@@ -158,6 +158,15 @@ def unpack(frame, v: Var) -> list[Var]:
 def iterate(frame, v: Var) -> IteratorVar:
     if isinstance(v, IteratorVar):
         return v
+    if isinstance(v, ListVar):
+        return IteratorVar(v.items, live=True)
+    if isinstance(v, DictVar):
+        size = len(v.items)
+
+        def unchanged():
+            if len(v.items) != size:
+                raise Unsupported("dict changed size during iteration (the call raises eagerly)")
+        return IteratorVar(unpack(frame, v), on_next=unchanged)
     return IteratorVar(unpack(frame, v))
 
 

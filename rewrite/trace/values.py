@@ -117,14 +117,19 @@ class DictVar(Var):
 
 
 class IteratorVar(Var):
-    __slots__ = ("items", "pos")
+    """Iterates `items`. Over a ListVar it shares the list's own items, so appends made while
+    looping are seen, as Python's list iterator sees them."""
+    __slots__ = ("items", "pos", "on_next")
 
-    def __init__(self, items):
+    def __init__(self, items, live: bool = False, on_next=None):
         super().__init__(None)
-        self.items = list(items)
+        self.items = items if live else list(items)
         self.pos = 0
+        self.on_next = on_next  # a check run before each step (dicts: size unchanged)
 
     def next(self):
+        if self.on_next is not None:
+            self.on_next()
         if self.pos >= len(self.items):
             return None
         self.pos += 1
