@@ -1,0 +1,23 @@
+"""The README's examples run as written."""
+import pathlib
+import re
+
+import rewrite
+
+README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+
+
+def python_blocks():
+    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+
+
+def test_readme_first_example_runs_and_compiles_twice():
+    ns = {}
+    exec(compile(python_blocks()[0], str(README), "exec"), ns)
+    assert len(rewrite.dispatcher_of(ns["f"]).entries) == 2
+
+
+def test_readme_commands_are_the_ci_commands():
+    ci = (README.parent / ".ci" / "run").read_text()
+    test_cmd = [line for line in README.read_text().splitlines() if "pytest" in line and "pip install" in line]
+    assert test_cmd and test_cmd[0].strip() in ci
