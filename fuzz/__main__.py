@@ -1,0 +1,72 @@
+"""python -m fuzz: fuzz rewrite with generated PyTorch programs against eager.
+
+    python -m fuzz --examples 2000 --seed 0 --backend python [--time-budget 120]
+
+Runs in chunks of Hypothesis examples (each chunk its own derived seed) until the example
+count or the time budget is reached. A divergence prints Hypothesis's shrunk reproducer
+and the run goes on with the next chunk. The last line is the summary; the exit status
+is 1 if anything diverged.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hypothesis_seed
+
+import rewrite
+
+from .oracle import STATS, Divergence, run_program
+from .programs import dims, programs
+
+CHUNK = 100
+
+
+def run_chunk(n: int, seed: int, backend: str, max_statements: int) -> Divergence | None:
+    @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck),
+              print_blob=False)
+    @hypothesis_seed(seed)
+    @given(programs(max_statements=max_statements), dims(), dims())
+    def fuzz_one(program, dims1, dims2):
+        rewrite.reset()
+        run_program(program, dims1, dims2, backend=backend, seed=seed)
+
+    try:
+        fuzz_one()
+    except Divergence as d:
+        return d
+    return None
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m fuzz", description=__doc__.splitlines()[0])
+    p.add_argument("--examples", type=int, default=500, help="programs to generate (default 500)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--backend", default="python", help="a registered backend name (default python)")
+    p.add_argument("--time-budget", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--max-statements", type=int, default=8, help="statements per program (default 8)")
+    args = p.parse_args(argv)
+    warnings.simplefilter("ignore")  # deprecation noise from generated code, recompile-limit notes
+    STATS.__init__()  # count this run only
+    start, done, chunk_index = time.perf_counter(), 0, 0
+    while done < args.examples:
+        if args.time_budget is not None and time.perf_counter() - start > args.time_budget:
+            break
+        n = min(CHUNK, args.examples - done)
+        divergence = run_chunk(n, args.seed * 100_003 + chunk_index, args.backend, args.max_statements)
+        if divergence is not None:
+            STATS.divergences += 1
+            print(f"\nDIVERGENCE ({args.backend}):\n{divergence}\n", flush=True)
+        done += n
+        chunk_index += 1
+    elapsed = time.perf_counter() - start
+    rate = STATS.programs / elapsed * 60 if elapsed else 0.0
+    print(f"fuzz: backend={args.backend} seed={args.seed} {STATS.line()}; {elapsed:.1f} s, {rate:.0f} programs/min")
+    return 1 if STATS.divergences else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
