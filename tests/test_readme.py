@@ -17,6 +17,14 @@ def test_readme_first_example_runs_and_compiles_twice():
     assert len(rewrite.dispatcher_of(ns["f"]).entries) == 2
 
 
+def test_every_runnable_readme_example_runs():
+    runnable = [b for b in python_blocks() if b.startswith(("import", "from"))]
+    assert len(runnable) >= 2
+    for block in runnable:
+        exec(compile(block, str(README), "exec"), {})
+        rewrite.reset()
+
+
 def test_readme_commands_are_the_ci_commands():
     ci = (README.parent / ".ci" / "run").read_text()
     test_cmd = [line for line in README.read_text().splitlines() if "pytest" in line and "pip install" in line]
