@@ -79,9 +79,9 @@ class Renderer:
             return "{" + ", ".join(f"{k!r}: {self.arg(v)}" for k, v in a.items()) + "}"
         if isinstance(a, slice):
             return f"slice({self.arg(a.start)}, {self.arg(a.stop)}, {self.arg(a.step)})"
-        if isinstance(a, torch.dtype):
+        if isinstance(a, torch.dtype) and "torch" not in self.taken:
             return str(a)  # 'torch.float32'
-        if isinstance(a, float) and not math.isfinite(a):
+        if isinstance(a, float) and not math.isfinite(a) and "float" not in self.taken:
             return f"float({str(a)!r})"  # float('inf'), float('nan')
         if is_literal(a) and not isinstance(a, tuple):
             return repr(a)

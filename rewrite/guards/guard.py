@@ -7,7 +7,7 @@ user terms why it failed (`failure`). `Consts` names the objects the expressions
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -195,6 +195,54 @@ class NotInDictMatch(Guard):
 
 
 @dataclass(frozen=True)
+class HasAttrMatch(Guard):
+    """hasattr(source, name) as it was while tracing (getattr with a default, hasattr)."""
+    source: Source
+    name: str
+    present: bool
+    priority = 3
+
+    def checks(self, c):
+        return [f"hasattr({self.source.expr()}, {self.name!r}) is {self.present}"]
+
+    def failure(self, value):
+        now = hasattr(value, self.name)
+        return None if now == self.present else f"hasattr({self.source.name()}, {self.name!r}) is now {now}"
+
+
+@dataclass(frozen=True)
+class NotInMatch(Guard):
+    """A name absent from a dict while tracing (a global that would shadow a builtin)."""
+    source: Source
+    key: str
+    priority = 3
+
+    def checks(self, c):
+        return [f"{self.key!r} not in {self.source.expr()}"]
+
+    def failure(self, value):
+        return f"{self.key!r} is now in {self.source.name()}" if self.key in value else None
+
+
+@dataclass(frozen=True)
+class DefaultDtypeMatch(Guard):
+    """torch.get_default_dtype() as it was while tracing (factories, promotion with Python floats)."""
+    dtype: torch.dtype
+    source: Source = field(default_factory=lambda: _StateSource("torch.get_default_dtype()"))
+    priority = 6
+
+    def checks(self, c):
+        c.values["___get_default_dtype"] = torch.get_default_dtype
+        return [f"___get_default_dtype() is {c.ref(self.dtype)}"]
+
+    def read(self, globals_, scope):
+        return torch.get_default_dtype()
+
+    def failure(self, now):
+        return None if now is self.dtype else f"default dtype is {now} (traced with {self.dtype})"
+
+
+@dataclass(frozen=True)
 class LenMatch(Guard):
     source: Source
     length: int
@@ -216,11 +264,17 @@ class KeysMatch(Guard):
     priority = 3
 
     def checks(self, c):
-        return [f"tuple({self.source.expr()}) == {c.ref(self.keys)}"]
+        e = self.source.expr()
+        out = [f"tuple({e}) == {c.ref(self.keys)}"]
+        if any(type(k) is not str for k in self.keys):  # {1: v} == {True: v}: compare key types too
+            out.append(f"tuple(map(type, {e})) == {c.ref(tuple(type(k) for k in self.keys))}")
+        return out
 
     def failure(self, value):
         keys = tuple(value)
-        return None if keys == self.keys else f"keys of {self.source.name()} are {self.keys!r} (actual {keys!r})"
+        if keys != self.keys or tuple(map(type, keys)) != tuple(map(type, self.keys)):
+            return f"keys of {self.source.name()} are {self.keys!r} (actual {keys!r})"
+        return None
 
 
 @dataclass(frozen=True)
@@ -293,25 +347,23 @@ def _contiguous_strides(shape) -> tuple:
     return tuple(reversed(strides))
 
 
-class _GlobalStateSource(Source):
+@dataclass(frozen=True)
+class _StateSource(Source):
+    """Global state read through a function call (grad mode, default dtype)."""
+    what: str
+
     def expr(self):
-        return "___grad_enabled()"
+        return self.what
 
     def name(self):
-        return "torch.is_grad_enabled()"
-
-    def __eq__(self, other):
-        return type(other) is _GlobalStateSource
-
-    def __hash__(self):
-        return 17
+        return self.what
 
 
 @dataclass(frozen=True)
 class GradModeMatch(Guard):
     """Grad mode as it was while tracing."""
     enabled: bool
-    source: Source = _GlobalStateSource()
+    source: Source = field(default_factory=lambda: _StateSource("torch.is_grad_enabled()"))
     priority = 6
 
     def checks(self, c):

@@ -60,6 +60,17 @@ class GlobalSource(Source):
 
 
 @dataclass(frozen=True)
+class GlobalsSource(Source):
+    """The function's globals dict itself."""
+
+    def expr(self) -> str:
+        return GLOBALS
+
+    def name(self) -> str:
+        return "globals()"
+
+
+@dataclass(frozen=True)
 class AttrSource(Source):
     base: Source
     attr: str

@@ -10,6 +10,8 @@ import types
 import torch
 
 from ..errors import Unsupported
+from ..guards.guard import HasAttrMatch
+from ..guards.source import AttrSource
 from ..trace.values import (ConstVar, DictVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar, TensorVar,
                             TupleVar, Var)
 from .core import DATA_DEPENDENT_HINT, const, describe, fold, foldable, key_of, python_value, unpack
@@ -58,14 +60,15 @@ def _len(frame, args, kwargs):
 def _isinstance(frame, args, kwargs):
     v, cls = args
     classes = python_value(cls, "isinstance()")
-    return ConstVar(issubclass(python_type(v), classes))
+    return ConstVar(fold(issubclass, python_type(v), classes))
 
 
 @rule(type)
 def _type(frame, args, kwargs):
     if len(args) != 1:
         raise Unsupported("type() with three arguments (class creation)")
-    return ObjectVar(python_type(args[0]))
+    v = args[0]  # its type is guarded already; the source lets attributes of the class be guarded
+    return ObjectVar(python_type(v), AttrSource(v.source, "__class__") if v.source is not None else None)
 
 
 @rule(getattr)
@@ -84,6 +87,13 @@ def _hasattr(frame, args, kwargs):
 
 
 def has_attr(frame, v: Var, name: str) -> bool:
+    present = _has_attr(frame, v, name)
+    if v.source is not None and isinstance(v, ObjectVar):  # the answer may change between calls
+        frame.tracer.guards.add(HasAttrMatch(v.source, name, present))
+    return present
+
+
+def _has_attr(frame, v: Var, name: str) -> bool:
     if isinstance(v, TensorVar):
         return hasattr(v.value, name)
     if isinstance(v, (ConstVar, ObjectVar)):
@@ -173,6 +183,8 @@ def _dict(frame, args, kwargs):
 
 def _min_max(which):
     def impl(frame, args, kwargs):
+        if kwargs:
+            raise Unsupported(f"{which.__name__}() with key= or default=")
         items = unpack(frame, args[0]) if len(args) == 1 else list(args)
         if any(isinstance(i, TensorVar) for i in items):
             raise Unsupported(f"{which.__name__}() over tensors compares tensor values (data-dependent)",

@@ -87,7 +87,9 @@ def describe(v: Var) -> str:
 def key_of(v: Var):
     """A dict key: the real hashable value."""
     if isinstance(v, ConstVar) or (isinstance(v, TupleVar) and foldable(v)):
-        return v.python_value()
+        key = v.python_value()
+        fold(hash, key)  # unhashable: the user's TypeError
+        return key
     if isinstance(v, ObjectVar):
         return v.value
     raise Unsupported(f"dict key {describe(v)}")
@@ -110,10 +112,9 @@ def _real_identity(v: Var):
 
 def is_same(a: Var, b: Var, frame=None) -> bool:
     same = _real_identity(a) is _real_identity(b)
-    if not same and frame is not None and a.source is not None and b.source is not None \
-            and not isinstance(a, ConstVar) and not isinstance(b, ConstVar):
-        from ..guards.guard import DistinctMatch
-        frame.tracer.guards.add(DistinctMatch(a.source, b.source))  # the branch taken depends on it
+    if frame is not None and a.source is not None and b.source is not None and a.source != b.source:
+        from ..guards.guard import AliasMatch, DistinctMatch  # the branch taken depends on the answer
+        frame.tracer.guards.add(AliasMatch(a.source, b.source) if same else DistinctMatch(a.source, b.source))
     return same
 
 
@@ -179,11 +180,11 @@ def contains(frame, container: Var, item: Var) -> bool:
                 return True
             if isinstance(el, TensorVar) or isinstance(item, TensorVar):
                 raise Unsupported("`in` over tensors compares tensor values (data-dependent)", DATA_DEPENDENT_HINT)
-            if python_value(el, "`in`") == python_value(item, "`in`"):
+            if fold(operator.eq, python_value(el, "`in`"), python_value(item, "`in`")):
                 return True
         return False
     if isinstance(container, ConstVar):
-        return python_value(item, "`in`") in container.value
+        return fold(operator.contains, container.value, python_value(item, "`in`"))
     raise Unsupported(f"`in` on {describe(container)}")
 
 
@@ -221,7 +222,11 @@ def setitem(frame, obj: Var, index: Var, value: Var) -> None:
         call_function(frame, operator.setitem, (obj, index, value), {})
         return
     if isinstance(obj, ListVar) and obj.mutable:
-        obj.items[python_value(index, "a list index")] = value
+        i = python_value(index, "a list index")
+        if isinstance(i, slice):
+            fold(operator.setitem, obj.items, i, unpack(frame, value))
+        else:
+            fold(operator.setitem, obj.items, i, value)
         return
     if isinstance(obj, DictVar) and obj.mutable:
         obj.items[key_of(index)] = value
@@ -231,7 +236,7 @@ def setitem(frame, obj: Var, index: Var, value: Var) -> None:
 
 def delitem(frame, obj: Var, index: Var) -> None:
     if isinstance(obj, ListVar) and obj.mutable:
-        del obj.items[python_value(index, "a list index")]
+        fold(operator.delitem, obj.items, python_value(index, "a list index"))
         return
     if isinstance(obj, DictVar) and obj.mutable:
         obj.items.pop(key_of(index))

@@ -10,7 +10,7 @@ from ..errors import Unsupported
 from ..guards.guard import IdMatch, NotInDictMatch
 from ..guards.source import AttrSource
 from ..trace.values import ConstVar, DictVar, ListVar, MethodVar, ObjectVar, TupleVar, Var
-from .core import const, describe, foldable, key_of, python_value, unpack
+from .core import const, describe, fold, foldable, key_of, python_value, unpack
 
 # modules whose attributes are taken as constants without a guard (Dynamo does the same for torch)
 TRUSTED_MODULES = ("torch", "math", "operator", "builtins", "typing", "numbers", "functools", "itertools",
@@ -32,7 +32,7 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
         except AttributeError:
             raise Unsupported(f"module {value.__name__} has no attribute {name!r}") from None
         if trusted(value):
-            return const(attr)
+            return tracer.wrap(attr, None)  # torch, math, ...: taken as constants, as Dynamo does
         return tracer.wrap(attr, source)
     if isinstance(value, type):
         static = inspect.getattr_static(value, name, _MISSING)
@@ -45,23 +45,30 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
             raise Unsupported(f"descriptor {name!r} of class {value.__qualname__}")
         return tracer.wrap(static, source)
     # an instance
+    if type(value).__getattribute__ is not object.__getattribute__ and not isinstance(value, torch.nn.Module):
+        raise Unsupported(f"attribute of {describe(var)}, whose class defines __getattribute__")
     inst_dict = getattr(value, "__dict__", None)
     static = inspect.getattr_static(value, name, _MISSING)
     data_descriptor = static is not _MISSING and hasattr(type(static), "__set__")
+    on_class = AttrSource(AttrSource(var.source, "__class__"), name) if var.source is not None else None
     if isinstance(static, property):
         if static.fget is None:
             raise Unsupported(f"property {name!r} has no getter")
-        return tracer.inline(static.fget, [var], {}, None, frame)
+        if on_class is not None:  # this property object, on the class, now
+            tracer.guards.add(IdMatch(on_class, static))
+        return tracer.inline(static.fget, [var], {}, AttrSource(on_class, "fget") if on_class else None, frame)
     if inst_dict is not None and name in inst_dict and not data_descriptor:
         return tracer.wrap(inst_dict[name], source)
     if isinstance(static, types.FunctionType):
-        if var.source is not None:  # the method found now: on the class, not shadowed by the instance
-            tracer.guards.add(IdMatch(AttrSource(AttrSource(var.source, "__class__"), name), static))
+        if on_class is not None:  # the method found now: on the class, not shadowed by the instance
+            tracer.guards.add(IdMatch(on_class, static))
             if inst_dict is not None:
                 tracer.guards.add(NotInDictMatch(var.source, name))
         return MethodVar(var, name)
     if isinstance(static, staticmethod):
-        return tracer.wrap(static.__func__, None)
+        if on_class is not None and inst_dict is not None:
+            tracer.guards.add(NotInDictMatch(var.source, name))
+        return tracer.wrap(static.__func__, on_class)
     if isinstance(value, torch.nn.Module) and static is _MISSING:
         for store in ("_parameters", "_buffers", "_modules"):
             d = value.__dict__.get(store)
@@ -92,9 +99,7 @@ def list_method(frame, lst: ListVar, name: str, args: list[Var], kwargs) -> Var:
         items.insert(python_value(args[0], "list.insert"), args[1])
     elif name == "pop":
         _mutable(lst)
-        if not items:
-            raise Unsupported("pop from an empty list (the call raises eagerly)")
-        return items.pop(python_value(args[0], "list.pop") if args else -1)
+        return fold(items.pop, python_value(args[0], "list.pop") if args else -1)
     elif name == "clear":
         _mutable(lst)
         items.clear()
@@ -105,7 +110,8 @@ def list_method(frame, lst: ListVar, name: str, args: list[Var], kwargs) -> Var:
         return ListVar(items)
     elif name in ("index", "count", "sort", "remove") and foldable(lst):
         values = lst.python_value()
-        result = getattr(values, name)(*(python_value(a, f"list.{name}") for a in args))
+        result = fold(getattr(values, name), *(python_value(a, f"list.{name}") for a in args),
+                      **{k: python_value(v, f"list.{name}") for k, v in kwargs.items()})
         if name in ("sort", "remove"):
             _mutable(lst)
             items[:] = [const(v) for v in values]
@@ -149,7 +155,7 @@ def dict_method(frame, d: DictVar, name: str, args: list[Var], kwargs) -> Var:
 
 def tuple_method(frame, t: TupleVar, name: str, args, kwargs) -> Var:
     if name in ("index", "count") and foldable(t):
-        return const(getattr(t.python_value(), name)(*(python_value(a, f"tuple.{name}") for a in args)))
+        return const(fold(getattr(t.python_value(), name), *(python_value(a, f"tuple.{name}") for a in args)))
     raise Unsupported(f"tuple.{name} on {describe(t)}")
 
 

@@ -34,10 +34,10 @@ FORBIDDEN_ATTRS = {
 META_METHODS = {
     "size": True, "dim": False, "ndimension": False, "numel": True, "nelement": True, "stride": True,
     "is_contiguous": True, "is_floating_point": False, "is_complex": False, "element_size": False,
-    "get_device": False, "storage_offset": True, "is_signed": False, "__len__": True,
+    "get_device": False, "is_signed": False, "__len__": True,
 }
 DATA_METHODS = {  # read a tensor's values into Python
-    "item", "tolist", "numpy", "__bool__", "__int__", "__float__", "__index__", "__complex__", "data_ptr",
+    "item", "tolist", "numpy", "storage_offset", "__bool__", "__int__", "__float__", "__index__", "__complex__", "data_ptr",
     "equal", "allclose", "is_nonzero", "__iter__", "__contains__", "__array__", "__format__",
 }
 FORBIDDEN_METHODS = {  # autograd and storage side effects
@@ -181,6 +181,8 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
     node, result = graph.call(kind, target, tuple(args), dict(kwargs))
     dd = next((t.node.meta["data_dependent_shape"] for t in _tensors(args, kwargs)
                if t.node.meta.get("data_dependent_shape")), None)
+    if name in CREATION or _float_meets_integer_tensor(args, kwargs):
+        frame.tracer.read_default_dtype()
     if dd is None and (name in DATA_DEPENDENT_SHAPE or _bool_mask_index(target, args)):
         dd = name if isinstance(name, str) else "indexing"
     if dd is None and target is torch.where and len(args) == 1 and not kwargs:
@@ -196,6 +198,14 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
         for t in _tensors([var], {}):
             t.node.meta["data_dependent_shape"] = dd
     return var
+
+
+def _float_meets_integer_tensor(args, kwargs) -> bool:
+    """A Python float or complex next to an integer tensor: the result dtype is the default dtype."""
+    values = list(args) + list(kwargs.values())
+    has_float = any(isinstance(v, ConstVar) and type(v.value) in (float, complex) for v in values)
+    return has_float and any(not t.value.is_floating_point() and not t.value.is_complex()
+                             for t in _tensors(values, {}))
 
 
 def _one_hot_infers_classes(args, kwargs) -> bool:

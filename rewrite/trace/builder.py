@@ -2,31 +2,41 @@
 
 The rules, by the value's type:
 
-  tensor                          -> graph input + TensorMatch (type, dtype, device, shape, stride, requires_grad)
-  int/float/bool/str/None/...     -> ConstVar + EqualsMatch
-  torch.dtype                     -> ConstVar + IdMatch
-  torch.device, range, slice      -> ConstVar + EqualsMatch
+  tensor (strided)                -> graph input + TensorMatch (type, dtype, device, shape, stride, requires_grad)
+  int/float/bool/str/None/...,    -> ConstVar + EqualsMatch (exact type and value)
+  numpy scalars, number subclasses
+  dtype, memory_format, layout,   -> ConstVar + IdMatch
+  enum members
+  torch.device                    -> ConstVar + EqualsMatch
+  range, slice                    -> ConstVar + TypeMatch + EqualsMatch on start, stop and step
   tuple/list (incl. namedtuple,   -> TupleVar/ListVar + TypeMatch + LenMatch, items wrapped one by one
   torch.Size)
   dict                            -> DictVar + TypeMatch + KeysMatch, values wrapped one by one
   function/module/class/builtin   -> ObjectVar + IdMatch
   anything else                   -> ObjectVar + TypeMatch (its attributes are guarded when read)
 
+The same list, dict, tuple, tensor or instance reached through two sources is one Var, with
+an AliasMatch guard. Real lists and dicts are never mutable Vars: mutating them is a side
+effect (not replayed yet), so it is unsupported rather than done on a copy.
+
 Values without a source (constants the tracer computed itself) get no guard.
 """
 from __future__ import annotations
 
+import enum
+import numbers
 import types
 
 import torch
 
 from ..errors import Unsupported
 from ..guards.guard import AliasMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch
-from ..guards.source import ItemSource
+from ..guards.source import AttrSource, ItemSource
 from .values import ConstVar, DictVar, ListVar, ObjectVar, TupleVar
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
 EQUAL_CONSTS = (torch.device, range, slice)
+SINGLETONS = (torch.dtype, torch.memory_format, torch.layout, enum.Enum)
 IDENTITY = (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type, types.MethodType,
             types.BuiltinMethodType, types.MethodWrapperType, types.WrapperDescriptorType,
             types.MethodDescriptorType, types.ClassMethodDescriptorType, type(Ellipsis), type(NotImplemented))
@@ -38,8 +48,8 @@ IDENTITY_BEARING = (list, dict, tuple)  # and tensors, and instances: `is` betwe
 def wrap(tracer, value, source):
     t = type(value)
     add = tracer.guards.add if source is not None else (lambda g: None)
-    if source is not None and (t in IDENTITY_BEARING or not isinstance(value, SCALARS + IDENTITY + EQUAL_CONSTS)) \
-            and not isinstance(value, torch.dtype):
+    if source is not None and (t in IDENTITY_BEARING or not isinstance(
+            value, SCALARS + IDENTITY + EQUAL_CONSTS + SINGLETONS + (numbers.Number,))):
         seen = tracer.by_identity.get(id(value))
         if seen is not None:  # the same object reached through another source: the same Var
             add(AliasMatch(source, seen.source))
@@ -54,24 +64,35 @@ def _wrap(tracer, value, source, t, add):
     if isinstance(value, torch.Tensor):
         if source is None:
             raise Unsupported("a tensor the tracer cannot locate as an input (no source)")
+        if value.layout is not torch.strided:
+            raise Unsupported(f"a {value.layout} tensor input (only strided tensors are traced)")
         tracer.guards.add(TensorMatch.of(source, value), example=value)
         return tracer.graph.placeholder(source, value)
     if t in SCALARS:
         add(EqualsMatch(source, value))
         return ConstVar(value, source)
-    if t is torch.dtype:
+    if isinstance(value, SINGLETONS):  # dtypes, memory formats, layouts, enum members
         add(IdMatch(source, value))
         return ConstVar(value, source)
-    if t in EQUAL_CONSTS:
+    if isinstance(value, numbers.Number) and not isinstance(value, torch.Tensor):
+        add(EqualsMatch(source, value))  # numpy scalars, int and float subclasses: exact type and value
+        return ConstVar(value, source)
+    if t is torch.device:
         add(EqualsMatch(source, value))
+        return ConstVar(value, source)
+    if t in (range, slice):  # equal ranges can differ (range(0, 3, 2) == range(0, 4, 2)): guard each part
+        add(TypeMatch(source, t))
+        if source is not None:
+            for part in ("start", "stop", "step"):
+                tracer.wrap(getattr(value, part), AttrSource(source, part))
         return ConstVar(value, source)
     if t is tuple or t is list or t is torch.Size or (issubclass(t, tuple) and hasattr(t, "_fields")) \
             or t.__module__ == "torch.return_types":
         add(TypeMatch(source, t))
         add(LenMatch(source, len(value)))
         items = [tracer.wrap(v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
-        if t is list:
-            return ListVar(items, source, mutable=source is None)
+        if t is list:  # a real list: mutating it is a side effect, never done on a copy
+            return ListVar(items, source, mutable=False)
         return TupleVar(items, source, py_type=t)
     if t is dict:
         if not all(type(k) in (str, int) for k in value):
@@ -79,7 +100,7 @@ def _wrap(tracer, value, source, t, add):
         add(TypeMatch(source, t))
         add(KeysMatch(source, tuple(value)))
         items = {k: tracer.wrap(v, ItemSource(source, k) if source else None) for k, v in value.items()}
-        return DictVar(items, source, mutable=source is None)
+        return DictVar(items, source, mutable=False)
     if isinstance(value, IDENTITY):
         add(IdMatch(source, value))
         return ObjectVar(value, source)

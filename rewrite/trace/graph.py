@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import operator
 import re
+import types
 
 import torch
 import torch.fx
@@ -27,7 +28,8 @@ class GraphBuilder:
         self.input_storages: set[int] = set()
         self.op_count = 0
         self._last_placeholder = None
-        self._write_check = _InputWriteCheck(self.input_storages)
+        self.input_ids: set[int] = set()
+        self._write_check = _InputWriteCheck(self.input_storages, self.input_ids)
 
     # -- inputs ---------------------------------------------------------------------------
     def placeholder(self, source: Source, value: torch.Tensor) -> TensorVar:
@@ -46,6 +48,7 @@ class GraphBuilder:
         storage = _storage(value)
         if storage is not None:
             self.input_storages.add(storage)
+        self.input_ids.add(id(value))
         var = TensorVar(node, value, source)
         self._by_source[source] = var
         return var
@@ -131,9 +134,10 @@ class _InputWriteCheck(TorchDispatchMode):
     arguments it writes.
     """
 
-    def __init__(self, storages: set):
+    def __init__(self, storages: set, ids: set):
         super().__init__()
-        self.storages = storages
+        self.storages = storages  # the memory of inputs: writes through views
+        self.ids = ids  # the input tensors themselves: in-place metadata changes (x.unsqueeze_)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -142,7 +146,7 @@ class _InputWriteCheck(TorchDispatchMode):
                 continue
             value = args[i] if i < len(args) else kwargs.get(arg.name)
             for t in value if isinstance(value, (list, tuple)) else (value,):
-                if isinstance(t, torch.Tensor) and _storage(t) in self.storages:
+                if isinstance(t, torch.Tensor) and (id(t) in self.ids or _storage(t) in self.storages):
                     raise InputWrite(str(func))
         return func(*args, **kwargs)
 
@@ -174,7 +178,12 @@ def _real(obj):
 def _fx(obj):
     if isinstance(obj, TensorVar):
         return obj.node
-    if isinstance(obj, (ConstVar, ObjectVar)):
+    if isinstance(obj, ConstVar):
+        return obj.value
+    if isinstance(obj, ObjectVar):
+        if not isinstance(obj.value, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)):
+            # an instance is guarded by its type only: its value must not be baked into the graph
+            raise Unsupported(f"passing an object of type {type(obj.value).__qualname__} to a torch op")
         return obj.value
     if isinstance(obj, TupleVar):
         return tuple(_fx(v) for v in obj.items)

@@ -16,8 +16,8 @@ import torch
 from .. import config, logs
 from ..errors import Unsupported
 from ..guards.codegen import GuardSet
-from ..guards.guard import GradModeMatch
-from ..guards.source import AttrSource, CellContentsSource, GlobalSource, ItemSource, LocalSource, Source
+from ..guards.guard import DefaultDtypeMatch, GradModeMatch, NotInMatch
+from ..guards.source import AttrSource, CellContentsSource, GlobalSource, GlobalsSource, ItemSource, LocalSource, Source
 from .graph import GraphBuilder
 from .values import CellVar, FunctionVar, ObjectVar, Var
 
@@ -70,6 +70,8 @@ class Tracer:
         self.steps = 0
         self.depth = 0
         self.log_trace = logs.enabled("trace")
+        if torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled():
+            raise Unsupported("a TorchDispatchMode or TorchFunctionMode is active (it would see the trace's ops)")
         from . import handlers  # noqa: F401  (registers the opcode handlers)
         nargs = len(names) - len(code.co_freevars)
         locals_ = {n: _Lazy(v, LocalSource(n)) for n, v in zip(names[:nargs], args[:nargs])}
@@ -78,6 +80,10 @@ class Tracer:
 
     def run(self) -> Var:
         return self.root.run()
+
+    def read_default_dtype(self) -> None:
+        """The default dtype shaped a result (a factory call, promotion with a Python float)."""
+        self.guards.add(DefaultDtypeMatch(torch.get_default_dtype()))
 
     def read_grad_mode(self) -> bool:
         """Grad mode was read while tracing: the entry is only valid under the same mode."""
@@ -240,6 +246,10 @@ class Frame:
                 raise Unsupported(f"global {name!r} of a function the tracer cannot locate")
             return self.tracer.wrap(self.globals[name], self.global_source(name))
         if name in self.builtins:
+            if self.global_source is GlobalSource:  # a later global of that name would shadow it
+                self.tracer.guards.add(NotInMatch(GlobalsSource(), name))
+            elif self.global_source is not None:
+                self.tracer.guards.add(NotInMatch(self.global_source(name).base, name))
             return ObjectVar(self.builtins[name])
         raise Unsupported(f"name {name!r} is not defined")
 
