@@ -26,7 +26,7 @@ from .guards.codegen import GuardFunction, GuardSet, guard_source, make_guard_fu
 from .guards.guard import Consts
 from .guards.source import GLOBALS, param_name
 from .trace.interpreter import Tracer
-from .trace.values import ConstVar, DictVar, ListVar, ObjectVar, TensorVar, TupleVar, Var
+from .trace.values import ConstVar, DictVar, DictViewVar, ListVar, ObjectVar, TensorVar, TupleVar, Var
 
 
 # backends that run the graph's torch calls as they are, so grad mode applies at run time
@@ -101,6 +101,8 @@ def plan_outputs(cap: Capture) -> None:
             return "{" + ", ".join(f"{cap.consts.ref(k)}: {rebuild(i)}" for k, i in v.items.items()) + "}"
         if isinstance(v, ObjectVar):
             return cap.consts.ref(v.value)
+        if isinstance(v, DictViewVar):
+            return f"{rebuild(v.dict_var)}.{v.kind}()"
         raise Unsupported(f"returning {type(v).__name__} from a compiled function")
 
     cap.rebuild = rebuild(cap.result)

@@ -27,6 +27,8 @@ def assert_same(actual, expected):
     if isinstance(expected, torch.Tensor):
         assert actual.dtype == expected.dtype and actual.shape == expected.shape
         torch.testing.assert_close(actual, expected, equal_nan=True)
+    elif isinstance(expected, (type({}.keys()), type({}.values()), type({}.items()))):
+        assert_same(list(actual), list(expected))
     elif isinstance(expected, (tuple, list)):
         assert len(actual) == len(expected)
         for a, e in zip(actual, expected):

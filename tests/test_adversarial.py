@@ -563,8 +563,6 @@ def test_min_max_sum_sorted_defaults():
     tw.check_twice(ones(2), [])
 
 
-@bug("dict.keys()/values()/items() return a list snapshot: the view's type differs and it does "
-     "not see later changes to the dict")
 @pytest.mark.parametrize("what", ["returned", "live", "mutated_while_iterating"])
 def test_dict_views(what):
     def f(x):
@@ -600,7 +598,6 @@ def test_for_loop_sees_appends_and_dict_size_change_raises():
     Twin(shrink).check_twice(ones(2))
 
 
-@bug("enumerate()/zip() snapshot a list: appends made while looping are not seen")
 def test_enumerate_over_a_list_growing_in_the_loop():
     def f(x):
         xs = [1]
@@ -614,8 +611,6 @@ def test_enumerate_over_a_list_growing_in_the_loop():
     Twin(f).check_twice(ones(2))  # jit: x * 1, eager: x * 3
 
 
-@bug("generators run ahead of their consumer: a generator reading state the consumer changes "
-     "yields stale values")
 def test_generator_interleaved_with_its_consumer():
     def sizes(lst):
         for _ in range(3):
@@ -630,7 +625,6 @@ def test_generator_interleaved_with_its_consumer():
     Twin(f).check_twice(ones(2))  # jit: x * 0, eager: x * 3
 
 
-@bug("generator expressions run when created, not when consumed: late-bound variables are stale")
 def test_generator_expression_late_binding():
     def f(x):
         n = 1

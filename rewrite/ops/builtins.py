@@ -12,8 +12,8 @@ import torch
 from ..errors import Unsupported
 from ..guards.guard import HasAttrMatch
 from ..guards.source import AttrSource
-from ..trace.values import (ConstVar, DictVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar, TensorVar,
-                            TupleVar, Var)
+from ..trace.values import (ConstVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar,
+                            TensorVar, TupleVar, Var)
 from .core import DATA_DEPENDENT_HINT, const, describe, fold, foldable, key_of, python_value, unpack
 
 BUILTINS = {}
@@ -42,6 +42,8 @@ def python_type(v: Var) -> type:
         return v.py_type
     if isinstance(v, FunctionVar):
         return types.FunctionType
+    if isinstance(v, DictViewVar):
+        return type(getattr({}, v.kind)())
     return {ListVar: list, DictVar: dict, IteratorVar: type(iter([])), MethodVar: types.MethodType}.get(type(v), object)
 
 
@@ -53,6 +55,8 @@ def _len(frame, args, kwargs):
         return ConstVar(tensor_len(v))
     if isinstance(v, (TupleVar, ListVar, DictVar)):
         return ConstVar(len(v.items))
+    if isinstance(v, DictViewVar):
+        return ConstVar(len(v.dict_var.items))
     return ConstVar(fold(len, python_value(v, "len()")))
 
 
@@ -119,17 +123,35 @@ def _range(frame, args, kwargs):
 
 @rule(enumerate)
 def _enumerate(frame, args, kwargs):
+    from .core import iterate
     start = python_value(kwargs.get("start", args[1] if len(args) > 1 else ConstVar(0)), "enumerate()")
-    return IteratorVar([TupleVar([ConstVar(start + i), v]) for i, v in enumerate(unpack(frame, args[0]))])
+    source, count = iterate(frame, args[0]), [start]
+
+    def step():
+        item = source.next()
+        if item is None:
+            return None
+        count[0] += 1
+        return TupleVar([ConstVar(count[0] - 1), item])
+    return IteratorVar(step=step)
 
 
 @rule(zip)
 def _zip(frame, args, kwargs):
+    from .core import iterate
     if kwargs.get("strict"):
-        lengths = {len(unpack(frame, a)) for a in args}
-        if len(lengths) > 1:
-            raise Unsupported("zip(strict=True) over sequences of different lengths (the call raises eagerly)")
-    return IteratorVar([TupleVar(list(items)) for items in zip(*(unpack(frame, a) for a in args))])
+        raise Unsupported("zip(strict=True)")
+    sources = [iterate(frame, a) for a in args]
+
+    def step():
+        items = []
+        for s in sources:
+            item = s.next()
+            if item is None:
+                return None
+            items.append(item)
+        return TupleVar(items) if items else None
+    return IteratorVar(step=step)
 
 
 @rule(reversed)
@@ -249,28 +271,42 @@ def _callable(frame, args, kwargs):
 @rule(map)
 def _map(frame, args, kwargs):
     from . import call
+    from .core import iterate
     fn, *its = args
-    return IteratorVar([call(frame, fn, list(items), {}) for items in zip(*(unpack(frame, i) for i in its))])
+    sources = [iterate(frame, i) for i in its]
+
+    def step():
+        items = [s.next() for s in sources]
+        if not items or any(i is None for i in items):
+            return None
+        return call(frame, fn, items, {})
+    return IteratorVar(step=step)
 
 
 @rule(filter)
 def _filter(frame, args, kwargs):
     from . import call
-    from .core import truthy
+    from .core import iterate, truthy
     fn, it = args
-    keep = []
-    for item in unpack(frame, it):
-        test = item if isinstance(fn, ConstVar) and fn.value is None else call(frame, fn, [item], {})
-        if truthy(frame, test):
-            keep.append(item)
-    return IteratorVar(keep)
+    source = iterate(frame, it)
+
+    def step():
+        while (item := source.next()) is not None:
+            test = item if isinstance(fn, ConstVar) and fn.value is None else call(frame, fn, [item], {})
+            if truthy(frame, test):
+                return item
+        return None
+    return IteratorVar(step=step)
 
 
 def _any_all_impl(which):
-    def impl(frame, args, kwargs):
-        from .core import truthy
-        values = [truthy(frame, v) for v in unpack(frame, args[0])]
-        return ConstVar(which(values))
+    def impl(frame, args, kwargs):  # short-circuits, as the builtins do
+        from .core import iterate, truthy
+        it, stop_on = iterate(frame, args[0]), which is any
+        while (item := it.next()) is not None:
+            if truthy(frame, item) is stop_on:
+                return ConstVar(stop_on)
+        return ConstVar(not stop_on)
     return impl
 
 

@@ -7,8 +7,8 @@ import types
 import torch
 
 from ..errors import Unsupported, UserError
-from ..trace.values import (CellVar, ConstVar, DictVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar,
-                            TensorVar, TupleVar, Var)
+from ..trace.values import (CellVar, ConstVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar,
+                            ObjectVar, TensorVar, TupleVar, Var)
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
 IMMUTABLE = SCALARS + (torch.dtype, torch.device, range, slice, types.CodeType, type(Ellipsis), frozenset,
@@ -123,6 +123,8 @@ def truthy(frame, v: Var) -> bool:
         return bool(v.value)
     if isinstance(v, (TupleVar, ListVar, DictVar)):
         return len(v.items) > 0
+    if isinstance(v, DictViewVar):
+        return len(v.dict_var.items) > 0
     if isinstance(v, TensorVar):
         raise Unsupported("data-dependent branching: the condition depends on a tensor's value", DATA_DEPENDENT_HINT)
     if isinstance(v, ObjectVar):
@@ -145,9 +147,12 @@ def unpack(frame, v: Var) -> list[Var]:
     if isinstance(v, DictVar):
         return [const(k) for k in v.items]
     if isinstance(v, IteratorVar):
-        items = v.items[v.pos:]
-        v.pos = len(v.items)
+        items = []
+        while (item := v.next()) is not None:
+            items.append(item)
         return items
+    if isinstance(v, DictViewVar):
+        return v.current()
     if isinstance(v, ConstVar) and isinstance(v.value, (range, str, bytes, tuple, frozenset)):
         return [const(x) for x in v.value]
     if isinstance(v, TensorVar):
@@ -161,19 +166,23 @@ def iterate(frame, v: Var) -> IteratorVar:
         return v
     if isinstance(v, ListVar):
         return IteratorVar(v.items, live=True)
-    if isinstance(v, DictVar):
-        size = len(v.items)
+    if isinstance(v, (DictVar, DictViewVar)):
+        d = v if isinstance(v, DictVar) else v.dict_var
+        size = len(d.items)
 
         def unchanged():
-            if len(v.items) != size:
-                raise Unsupported("dict changed size during iteration (the call raises eagerly)")
+            if len(d.items) != size:
+                raise UserError(RuntimeError("dictionary changed size during iteration"))
         return IteratorVar(unpack(frame, v), on_next=unchanged)
     return IteratorVar(unpack(frame, v))
 
 
 def contains(frame, container: Var, item: Var) -> bool:
-    if isinstance(container, DictVar):
-        return key_of(item) in container.items
+    if isinstance(container, DictVar) or isinstance(container, DictViewVar) and container.kind == "keys":
+        d = container if isinstance(container, DictVar) else container.dict_var
+        return key_of(item) in d.items
+    if isinstance(container, DictViewVar):
+        container = ListVar(container.current())
     if isinstance(container, (TupleVar, ListVar)):
         for el in container.items:
             if is_same(el, item):

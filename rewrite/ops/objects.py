@@ -9,7 +9,7 @@ import torch
 from ..errors import Unsupported
 from ..guards.guard import IdMatch, NotInDictMatch
 from ..guards.source import AttrSource
-from ..trace.values import ConstVar, DictVar, ListVar, MethodVar, ObjectVar, TupleVar, Var
+from ..trace.values import ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TupleVar, Var
 from .core import const, describe, fold, foldable, key_of, python_value, unpack
 
 # modules whose attributes are taken as constants without a guard (Dynamo does the same for torch)
@@ -126,12 +126,8 @@ def dict_method(frame, d: DictVar, name: str, args: list[Var], kwargs) -> Var:
     if name == "get":
         key = key_of(args[0])
         return items.get(key, args[1] if len(args) > 1 else ConstVar(None))
-    if name == "keys":
-        return ListVar([const(k) for k in items], mutable=False)
-    if name == "values":
-        return ListVar(list(items.values()), mutable=False)
-    if name == "items":
-        return ListVar([TupleVar([const(k), v]) for k, v in items.items()], mutable=False)
+    if name in ("keys", "values", "items"):
+        return DictViewVar(d, name)
     if name == "copy":
         return DictVar(items)
     if name in ("pop", "update", "setdefault", "clear", "popitem"):

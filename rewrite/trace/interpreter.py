@@ -42,6 +42,13 @@ class Return(Exception):
         self.value = value
 
 
+class Yielded(Exception):
+    """Raised by YIELD_VALUE: the generator's frame stops here until its next step."""
+
+    def __init__(self, value: Var):
+        self.value = value
+
+
 @functools.lru_cache(maxsize=4096)
 def instructions_of(code: types.CodeType):
     insts = list(dis.get_instructions(code))
@@ -128,19 +135,32 @@ class Tracer:
         for name, cell in zip(code.co_freevars, closure):
             cells[name] = cell
         frame = Frame(self, code, locals_, cells, globals_, global_source, caller)
-        if code.co_flags & 0x20:
-            # a generator: run its body to the end now, collecting what it yields. Traced code
-            # has no effects outside the trace, so running it ahead of its consumer is invisible.
-            frame.yielded = []
+        if code.co_flags & 0x20:  # a generator: its body runs as it is consumed, as in Python
+            return self._generator(frame)
         self.depth += 1
         try:
-            result = frame.run()
+            return frame.run()
         finally:
             self.depth -= 1
-        if frame.yielded is not None:
-            from .values import IteratorVar
-            return IteratorVar(frame.yielded)
-        return result
+
+    def _generator(self, frame: "Frame"):
+        from .values import ConstVar, IteratorVar
+        state = {"done": False}
+
+        def step():
+            if state["done"]:
+                return None
+            self.depth += 1
+            try:
+                frame.run()
+            except Yielded as y:
+                frame.push(ConstVar(None))  # what next() sends in
+                return y.value
+            finally:
+                self.depth -= 1
+            state["done"] = True  # returned: StopIteration
+            return None
+        return IteratorVar(step=step)
 
 
 def _global_source_for(globals_: dict, root_globals: dict, fn_source: Source | None):
@@ -212,7 +232,6 @@ class Frame:
         self.ip = 0
         self.lineno = code.co_firstlineno
         self.kw_names: tuple[str, ...] = ()
-        self.yielded: list[Var] | None = None  # a generator's yielded values, in order
 
     # -- stack helpers used by handlers -------------------------------------------------------
     def push(self, v: Var) -> None:

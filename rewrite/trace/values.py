@@ -117,23 +117,54 @@ class DictVar(Var):
 
 
 class IteratorVar(Var):
-    """Iterates `items`. Over a ListVar it shares the list's own items, so appends made while
-    looping are seen, as Python's list iterator sees them."""
-    __slots__ = ("items", "pos", "on_next")
+    """An iterator: `next()` returns the next Var, or None when exhausted.
 
-    def __init__(self, items, live: bool = False, on_next=None):
+    Over a ListVar it shares the list's own items, so appends made while looping are seen,
+    as Python's list iterator sees them. With `step`, each item is computed on demand
+    (generators, enumerate, zip, map, filter), so they interleave with their consumer as
+    they do in Python.
+    """
+    __slots__ = ("items", "pos", "on_next", "step")
+
+    def __init__(self, items=(), live: bool = False, on_next=None, step=None):
         super().__init__(None)
         self.items = items if live else list(items)
         self.pos = 0
         self.on_next = on_next  # a check run before each step (dicts: size unchanged)
+        self.step = step  # () -> Var | None, for lazy iterators
 
     def next(self):
+        if self.step is not None:
+            return self.step()
         if self.on_next is not None:
             self.on_next()
         if self.pos >= len(self.items):
             return None
         self.pos += 1
         return self.items[self.pos - 1]
+
+
+class DictViewVar(Var):
+    """`d.keys()`, `d.values()`, `d.items()`: live views of a DictVar."""
+    __slots__ = ("dict_var", "kind")
+
+    def __init__(self, dict_var, kind: str):
+        super().__init__(None)
+        self.dict_var = dict_var
+        self.kind = kind
+
+    def current(self) -> list:
+        items = self.dict_var.items
+        if self.kind == "keys":
+            return [_const_key(k) for k in items]
+        if self.kind == "values":
+            return list(items.values())
+        return [TupleVar([_const_key(k), v]) for k, v in items.items()]
+
+
+def _const_key(k):
+    from ..ops.core import const
+    return const(k)
 
 
 class ObjectVar(Var):

@@ -1,7 +1,7 @@
 """Jumps, loops, return and raise."""
 from ... import ops
 from ...errors import Unsupported
-from ..interpreter import Return, handler
+from ..interpreter import Return, Yielded, handler
 from ..values import ConstVar
 
 
@@ -74,10 +74,7 @@ def return_generator(frame, inst):
 
 @handler("YIELD_VALUE")
 def yield_value(frame, inst):
-    if frame.yielded is None:
-        raise Unsupported("yield outside a generator the tracer runs")
-    frame.yielded.append(frame.pop())
-    frame.push(ConstVar(None))  # the value of the yield expression under next()
+    raise Yielded(frame.pop())
 
 
 @handler("RAISE_VARARGS")
