@@ -8,7 +8,6 @@
 """
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 
@@ -52,6 +51,7 @@ class Capture:
     result: Var
     graph_outputs: list = field(default_factory=list)  # fx nodes, in output order
     rebuild: str = "None"  # Python expression over ___o (graph outputs) and the frame's names
+    render: object = None  # (i -> how graph output i is read) -> that expression
     consts: Consts = field(default_factory=Consts)
 
 
@@ -66,46 +66,55 @@ def capture(code, globals_, params, args) -> Capture:
 
 
 def plan_outputs(cap: Capture) -> None:
-    """Graph outputs are the tensors the result holds; everything else is rebuilt in Python."""
+    """Graph outputs are the tensors the result holds; everything else is rebuilt in Python.
+
+    `cap.render(output_expr)` writes the result expression given how graph output i is
+    read (`___o[i]` after a call, or a name when the graph's statements are inlined).
+    """
     index: dict[torch.fx.Node, int] = {}
-    built: dict[int, str] = {}  # a list or dict returned twice is one object, built once
 
-    def rebuild(v: Var) -> str:
-        if isinstance(v, (ListVar, DictVar)) and v.source is None:
-            if id(v) in built:
+    def render(output_expr) -> str:
+        built: dict[int, str] = {}  # a list or dict returned twice is one object, built once
+
+        def rebuild(v: Var) -> str:
+            if v.source is not None:
+                return v.source.expr()  # an input returned as it is: the very same object
+            if isinstance(v, (ListVar, DictVar)):
+                if id(v) not in built:
+                    name = built[id(v)] = f"___b{len(built)}"
+                    return f"({name} := {build(v)})"
                 return built[id(v)]
-            name = built[id(v)] = f"___b{len(built)}"
-            return f"({name} := {build(v)})"
-        return build(v)
+            return build(v)
 
-    def build(v: Var) -> str:
-        if v.source is not None:
-            return v.source.expr()  # an input returned as it is: the very same object
-        if isinstance(v, TensorVar):
-            if v.node not in index:
-                index[v.node] = len(cap.graph_outputs)
-                cap.graph_outputs.append(v.node)
-            return f"___o[{index[v.node]}]"
-        if isinstance(v, ConstVar):
-            return cap.consts.ref(v.value)
-        if isinstance(v, TupleVar):
-            inner = ", ".join(rebuild(i) for i in v.items)
-            if v.py_type is tuple:
-                return f"({inner},)" if len(v.items) == 1 else f"({inner})"
-            if hasattr(v.py_type, "_fields"):
-                return f"{cap.consts.ref(v.py_type)}({inner})"
-            return f"{cap.consts.ref(v.py_type)}(({inner},))"
-        if isinstance(v, ListVar):
-            return "[" + ", ".join(rebuild(i) for i in v.items) + "]"
-        if isinstance(v, DictVar):
-            return "{" + ", ".join(f"{cap.consts.ref(k)}: {rebuild(i)}" for k, i in v.items.items()) + "}"
-        if isinstance(v, ObjectVar):
-            return cap.consts.ref(v.value)
-        if isinstance(v, DictViewVar):
-            return f"{rebuild(v.dict_var)}.{v.kind}()"
-        raise Unsupported(f"returning {type(v).__name__} from a compiled function")
+        def build(v: Var) -> str:
+            if isinstance(v, TensorVar):
+                if v.node not in index:
+                    index[v.node] = len(cap.graph_outputs)
+                    cap.graph_outputs.append(v.node)
+                return output_expr(index[v.node])
+            if isinstance(v, ConstVar):
+                return cap.consts.ref(v.value)
+            if isinstance(v, TupleVar):
+                inner = ", ".join(rebuild(i) for i in v.items)
+                if v.py_type is tuple:
+                    return f"({inner},)" if len(v.items) == 1 else f"({inner})"
+                if hasattr(v.py_type, "_fields"):
+                    return f"{cap.consts.ref(v.py_type)}({inner})"
+                return f"{cap.consts.ref(v.py_type)}(({inner},))"
+            if isinstance(v, ListVar):
+                return "[" + ", ".join(rebuild(i) for i in v.items) + "]"
+            if isinstance(v, DictVar):
+                return "{" + ", ".join(f"{cap.consts.ref(k)}: {rebuild(i)}" for k, i in v.items.items()) + "}"
+            if isinstance(v, ObjectVar):
+                return cap.consts.ref(v.value)
+            if isinstance(v, DictViewVar):
+                return f"{rebuild(v.dict_var)}.{v.kind}()"
+            raise Unsupported(f"returning {type(v).__name__} from a compiled function")
 
-    cap.rebuild = rebuild(cap.result)
+        return rebuild(cap.result)
+
+    cap.rebuild = render(lambda i: f"___o[{i}]")
+    cap.render = render
     cap.tracer.graph.output(cap.graph_outputs)
 
 
@@ -140,10 +149,8 @@ def entry_source(cap: Capture | None, compiled, params, name: str, miss=None) ->
     elif fused is not None:  # the python backend's statements, inlined into the entry
         from codegen.python import fused_entry_source
         inputs = {node: src.expr() for src, _, node in cap.tracer.graph.inputs}
-        rebuild = cap.rebuild
-        body, extra = fused_entry_source(
-            fused, args, inputs, lambda outs: _OUT.sub(lambda m: outs[int(m.group(1))], rebuild),
-            taken=[GLOBALS, *consts.values])
+        body, extra = fused_entry_source(fused, args, inputs, lambda outs: cap.render(outs.__getitem__),
+                                         taken=[GLOBALS, *consts.values])
         consts.values.update(extra)
     else:
         lines = []
@@ -170,9 +177,6 @@ def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=Non
     fn = ns["___make_entry"](globals_, *e_consts.values())
     fn.__qualname__ = fn.__name__ = f"entry_{name}"
     return guard, fn, e_source
-
-
-_OUT = re.compile(r"___o\[(\d+)\]")
 
 
 def compile_entry(dispatcher, args) -> Entry:

@@ -31,6 +31,11 @@ def bug(reason):
     return pytest.mark.xfail(strict=True, reason=f"BUG: {reason}")
 
 
+def limitation(reason):
+    """Known and documented: rewrite behaves as Dynamo does here, not as eager."""
+    return pytest.mark.xfail(strict=True, reason=f"LIMITATION (as in Dynamo): {reason}")
+
+
 def clone(obj):
     """Fresh lists and dicts for each run; tensors are passed as they are (layout, offset and
     identity matter here; tests that mutate inputs make their own copies)."""
@@ -351,7 +356,7 @@ def test_builtin_shadowed_by_a_module_global_later():
         del globals()["abs"]
 
 
-@bug("attributes of torch modules are trusted constants: a torch function monkeypatched while "
+@limitation("attributes of torch modules are trusted constants: a torch function monkeypatched while "
      "tracing (then restored) stays baked into the graph")
 def test_torch_function_patched_during_first_call_then_restored():
     def f(x):
@@ -367,7 +372,7 @@ def test_torch_function_patched_during_first_call_then_restored():
     tw.check_twice(-ones(2))  # jit: -7, eager: 0
 
 
-@bug("torch.backends flags are read as trusted constants without a guard")
+@limitation("torch.backends flags are read as trusted constants without a guard")
 def test_torch_backends_flag_changed_between_calls():
     def f(x):
         return x * 2 if torch.backends.cudnn.deterministic else x * 3
@@ -635,7 +640,6 @@ def test_generator_expression_late_binding():
     Twin(f).check_twice(ones(2))  # jit: 2x, eager: 20x
 
 
-@bug("namedtuple construction while tracing accepts what the constructor rejects")
 @pytest.mark.parametrize("call", ["duplicate", "unknown"])
 def test_namedtuple_construction_errors(call):
     P = collections.namedtuple("P", "x y")
@@ -648,7 +652,6 @@ def test_namedtuple_construction_errors(call):
     Twin(f).check_twice(ones(2))  # jit returns a P; eager raises TypeError
 
 
-@bug("tuple + torch.Size and torch.Size * n give a tuple, eagerly a torch.Size")
 def test_torch_size_arithmetic_keeps_type():
     def f(x, t):
         return t + x.shape, (1,) + x.shape, x.shape * 2
@@ -786,8 +789,6 @@ def test_errors_raised_on_first_and_later_calls():
         tw.check_twice(*args)
 
 
-@bug("try/except is traced as if nothing raises: a graph op that fails on later data escapes "
-     "the user's except clause")
 @pytest.mark.parametrize("case", ["index", "cholesky"])
 def test_except_clause_around_data_dependent_failure(case):
     def f(x, i):
@@ -892,8 +893,6 @@ def test_isinstance_runtime_checkable_protocol():
     Twin(f).check_twice(ones(2), Obj())
 
 
-@bug("the entry's result expression is rewritten with a regex over ___o[N], which also rewrites "
-     "string constants in the result")
 @pytest.mark.parametrize("which", ["existing_output", "missing_output"])
 def test_string_constant_that_looks_like_a_graph_output(which):
     if which == "existing_output":

@@ -62,4 +62,12 @@ def load_global_pushes_null(inst) -> bool:
     return bool(inst.arg & 1)
 
 
+def handled_offsets(code) -> frozenset:
+    """Offsets of the instructions an exception handler covers (inside `try`/`with`)."""
+    covered = set()
+    for entry in dis._parse_exception_table(code):  # 3.11+: the zero-cost exception table
+        covered.update(range(entry.start, entry.end, 2))
+    return frozenset(covered)
+
+
 BINARY_OPS = dict(enumerate(symbol for _, symbol in dis._nb_ops))  # arg -> '+', '+=', ...

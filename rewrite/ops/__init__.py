@@ -133,6 +133,8 @@ def _construct(frame, cls: type, args, kwargs) -> Var:
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):  # a namedtuple made while tracing
         fields = cls._fields
         values = dict(zip(fields, args))
+        if any(k in values or k not in fields for k in kwargs):
+            raise Unsupported(f"{cls.__name__}() arguments do not match its fields (the call raises eagerly)")
         values.update(kwargs)
         defaults = getattr(cls, "_field_defaults", {})
         missing = [f for f in fields if f not in values and f not in defaults]

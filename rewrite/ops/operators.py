@@ -46,7 +46,8 @@ def _sequence_op(sym, a, b):
     if sym in ("+", "+=") and isinstance(a, seqs) and type(a) is type(b):
         if sym == "+=" and isinstance(a, ListVar):
             return _extend(a, b.items)
-        py_type = a.py_type if isinstance(a, TupleVar) and a.py_type is torch.Size else tuple
+        sizes = torch.Size in (getattr(a, "py_type", None), getattr(b, "py_type", None))
+        py_type = torch.Size if sizes else tuple  # tuple + Size is a Size, as torch.Size.__radd__ makes it
         return TupleVar(a.items + b.items, py_type=py_type) if isinstance(a, TupleVar) else ListVar(a.items + b.items)
     if sym == "+=" and isinstance(a, ListVar):
         return _extend(a, unpack(None, b))
@@ -56,7 +57,9 @@ def _sequence_op(sym, a, b):
                 raise Unsupported("in-place repeat of an input list (side effect)")
             a.items[:] = a.items * b.value
             return a
-        return TupleVar(a.items * b.value) if isinstance(a, TupleVar) else ListVar(a.items * b.value)
+        if isinstance(a, TupleVar):
+            return TupleVar(a.items * b.value, py_type=torch.Size if a.py_type is torch.Size else tuple)
+        return ListVar(a.items * b.value)
     if sym in ("==", "!=") and isinstance(a, seqs) and isinstance(b, seqs) and not (foldable(a) and foldable(b)):
         raise Unsupported("comparing sequences that hold tensors (data-dependent)")
     return None

@@ -177,6 +177,9 @@ def _check_inplace(frame, target, args, kwargs) -> None:
 
 
 def _record(frame, kind, target, args, kwargs, name) -> Var:
+    if frame.in_try():
+        # the graph has no handler: an op that fails on later data must fail where `except` sees it
+        raise Unsupported(f"{name} inside try/except (handlers around graph ops are not traced yet)")
     graph = frame.tracer.graph
     node, result = graph.call(kind, target, tuple(args), dict(kwargs))
     dd = next((t.node.meta["data_dependent_shape"] for t in _tensors(args, kwargs)

@@ -14,6 +14,7 @@ import types
 import torch
 
 from .. import config, logs
+from ..bytecode.compat import handled_offsets
 from ..errors import Unsupported
 from ..guards.codegen import GuardSet
 from ..guards.guard import DefaultDtypeMatch, GradModeMatch, NotInMatch
@@ -52,7 +53,7 @@ class Yielded(Exception):
 @functools.lru_cache(maxsize=4096)
 def instructions_of(code: types.CodeType):
     insts = list(dis.get_instructions(code))
-    return insts, {inst.offset: i for i, inst in enumerate(insts)}
+    return insts, {inst.offset: i for i, inst in enumerate(insts)}, handled_offsets(code)
 
 
 class _Lazy:
@@ -219,7 +220,7 @@ class Frame:
     def __init__(self, tracer: Tracer, code, locals_, cells, globals_, global_source, parent):
         self.tracer = tracer
         self.code = code
-        self.instructions, self.index_of = instructions_of(code)
+        self.instructions, self.index_of, self.handled = instructions_of(code)
         self.locals: dict = locals_
         self.cells: dict[str, CellVar] = cells
         self.globals = globals_
@@ -232,6 +233,15 @@ class Frame:
         self.ip = 0
         self.lineno = code.co_firstlineno
         self.kw_names: tuple[str, ...] = ()
+
+    def in_try(self) -> bool:
+        """Whether an exception raised now would be caught by a handler of this frame or a caller's."""
+        frame = self
+        while frame is not None:
+            if frame.ip and frame.instructions[frame.ip - 1].offset in frame.handled:
+                return True
+            frame = frame.parent
+        return False
 
     # -- stack helpers used by handlers -------------------------------------------------------
     def push(self, v: Var) -> None:
