@@ -193,21 +193,25 @@ def test_guard_file_is_real_and_in_linecache():
         assert "def guard(" in fh.read()
 
 
+def logged(caplog, categories, run) -> str:
+    """What `run()` logs with REWRITE_LOGS=categories."""
+    logs.set_logs(categories)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="rewrite"):
+            rewrite.logs._root.propagate = True
+            run()
+    finally:
+        logs.set_logs("")
+        rewrite.logs._root.propagate = False
+    return caplog.text
+
+
 def test_recompiles_log_names_the_failed_guard(caplog):
     def f(x):
         return x.sum()
 
     jit(f)
-    logs.set_logs("recompiles")
-    try:
-        with caplog.at_level(logging.DEBUG, logger="rewrite"):
-            rewrite.logs._root.propagate = True
-            f(torch.ones(4))
-            f(torch.ones(5))
-    finally:
-        logs.set_logs("")
-        rewrite.logs._root.propagate = False
-    text = caplog.text
+    text = logged(caplog, "recompiles", lambda: (f(torch.ones(4)), f(torch.ones(5))))
     assert "Recompiling function" in text
     assert "tensor 'x' size mismatch at index 0: expected 4, actual 5" in text
 
@@ -217,15 +221,7 @@ def test_guards_log_prints_the_guard_source(caplog):
         return x.neg()
 
     jit(f)
-    logs.set_logs("guards")
-    try:
-        with caplog.at_level(logging.DEBUG, logger="rewrite"):
-            rewrite.logs._root.propagate = True
-            f(torch.ones(2))
-    finally:
-        logs.set_logs("")
-        rewrite.logs._root.propagate = False
-    assert "def guard(x):" in caplog.text
+    assert "def guard(x):" in logged(caplog, "guards", lambda: f(torch.ones(2)))
 
 
 def test_unknown_log_category_is_an_error():

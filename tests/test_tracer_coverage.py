@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import rewrite
+from conftest import eager_copy
 from rewrite import Unsupported, dispatcher_of, jit
 
 # --------------------------------------------------------------------------------------------
@@ -39,21 +40,6 @@ def helper_double(x):  # a module-level helper function called by compiled funct
 
 def helper_affine(x, w=2, *, b=1):
     return x * w + b
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    rewrite.reset()
-    yield
-    rewrite.reset()
-
-
-def eager_copy(fn):
-    """A plain, never-jitted copy of `fn` sharing its code, globals, defaults and closure."""
-    code = rewrite.bytecode.original_code(fn.__code__)
-    copy = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-    copy.__kwdefaults__ = fn.__kwdefaults__
-    return copy
 
 
 def clone(obj):
