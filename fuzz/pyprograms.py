@@ -52,6 +52,7 @@ from hypothesis import strategies as st
 
 INT, FLOAT, BOOL, STR, LIST, DICT, TUPLE, SET = "int", "float", "bool", "str", "list", "dict", "tuple", "set"
 FUNC, GEN = "func", "gen"  # (p, q=...) -> int closures; (n) -> iterator of ints
+ITER = "iter"  # a live iterator of ints, consumed later (maybe partly, maybe twice)
 DATA = (INT, FLOAT, BOOL, STR, LIST, DICT, TUPLE, SET)
 
 INT_LITS = [0, 1, 2, 3, -1, 5, 7, 10, -4, 100, 2 ** 31, -(10 ** 20)]
@@ -72,11 +73,13 @@ def helper(p, q=2):
 
 
 def ticks(n):
-    yield from range(min(n, 3))
+    for i in range(min(n, 3)):
+        yield i * G_K
 
 
 '''
-PRELUDE_VARS = {"G_K": INT, "G_S": STR, "G_N": INT, "LOG": LIST, "helper": FUNC, "ticks": GEN}
+# LOG holds values of any type: it is only appended to (and returned), never computed with
+PRELUDE_VARS = {"G_K": INT, "G_S": STR, "G_N": INT, "LOG": "log", "helper": FUNC, "ticks": GEN}
 
 
 # ------------------------------------------------------------------------------------------
@@ -156,7 +159,7 @@ class Scope:
     """What a block may use: variables by type, which may be rebound, what loops enclose it."""
 
     def __init__(self, vars_: dict, assignable: set, glob: set, kind: str, loops: int = 0,
-                 repeat: bool = False, depth: int = 0):
+                 repeat: bool = False, depth: int = 0, weight: int = 1):
         self.vars = vars_  # name -> type
         self.assignable = assignable  # names this function may rebind
         self.glob = glob  # names that are module globals (never nonlocal)
@@ -164,16 +167,30 @@ class Scope:
         self.loops = loops  # loops around this block inside the same function
         self.repeat = repeat  # this code may run many times per call
         self.depth = depth  # statement nesting
+        self.weight = weight  # about how many times this code runs per call of its function
 
     def child(self, **changes) -> "Scope":
         s = Scope(dict(self.vars), set(self.assignable), set(self.glob), self.kind, self.loops,
-                  self.repeat, self.depth + 1)
+                  self.repeat, self.depth + 1, self.weight)
         for k, v in changes.items():
             setattr(s, k, v)
         return s
 
+    def with_vars(self, **vars_) -> "Scope":
+        s = self.child(depth=self.depth)
+        s.vars.update(vars_)
+        return s
+
     def of(self, ty) -> list[str]:
         return [n for n, t in self.vars.items() if t == ty]
+
+
+SWARM_STATEMENTS = ("s_reassign", "s_augassign", "s_mutate", "s_unpack", "s_log", "s_cond_raise",
+                    "s_cond_return", "s_assert", "s_call", "s_walrus", "s_if", "s_for", "s_while", "s_try",
+                    "s_def", "s_lambda", "s_gendef", "s_iter", "s_recdef")
+LOOP = 6  # the most iterations one loop (or comprehension over an argument) is assumed to run
+COMP = 8
+BUDGET = 3000  # calls are left out where the estimated work per call would exceed this
 
 
 class Gen:
@@ -183,6 +200,14 @@ class Gen:
     def __init__(self, draw):
         self.draw = draw
         self.n = 0
+        self.costs = {"helper": 1, "ticks": 3}  # callable -> estimated work per call
+        self.work = [1]  # estimated work of the function bodies being generated
+        self.in_fstring = False
+        # swarm testing: each program draws which statements and types it may use at all,
+        # so that programs dense in a few constructs (and traceable to the end) are common
+        # (appending to the global LOG makes the whole call run eagerly: a few programs do it)
+        self.stmts_on = {name for name in SWARM_STATEMENTS if self.chance(2 if name == "s_log" else 5)}
+        self.types_on = {INT, LIST} | {t for t in (STR, BOOL, FLOAT, DICT, TUPLE, SET) if self.chance(5)}
 
     # -- drawing ----------------------------------------------------------------------------
     def pick(self, options):
@@ -202,6 +227,18 @@ class Gen:
         """Call one of the candidate zero-argument builders (the first ones shrink best)."""
         return self.pick(cands)()
 
+    def spend(self, work: int) -> None:
+        self.work[-1] = max(self.work[-1], work)
+
+    def callables(self, sc, ty) -> list[str]:
+        """Functions of type `ty` that may be called here without blowing the work budget."""
+        return [n for n in sc.of(ty) if sc.weight * self.costs.get(n, 1) <= BUDGET]
+
+    def call_of(self, sc, ty) -> str:
+        name = self.pick(self.callables(sc, ty))
+        self.spend(sc.weight * self.costs.get(name, 1))
+        return name
+
     # -- atoms ------------------------------------------------------------------------------
     def literal(self, ty):
         if ty == INT:
@@ -213,7 +250,7 @@ class Gen:
         if ty == STR:
             return lit(self.pick(STR_LITS))
         if ty == LIST:
-            return lit(self.draw(st.lists(st.sampled_from(INT_LITS[:9]), max_size=3)))
+            return lit(self.draw(st.lists(st.sampled_from(INT_LITS[:9]), max_size=4)))
         if ty == DICT:
             keys = self.draw(st.lists(st.sampled_from(KEYS), max_size=3, unique=True))
             return lit({k: self.pick(INT_LITS[:9]) for k in keys})
@@ -230,7 +267,7 @@ class Gen:
         return self.literal(ty)
 
     def small_int(self, sc):
-        """An int expression that is small: for ranges, repetition counts, shifts."""
+        """An int expression that is small: for ranges and repetition counts."""
         return self.choose([
             lambda: lit(self.int_in(0, 4)),
             lambda: f"min({self.atom(sc, INT)}, {self.int_in(0, 4)})",
@@ -241,6 +278,9 @@ class Gen:
     def key(self, sc):
         return self.choose([lambda: lit(self.pick(KEYS)), lambda: self.atom(sc, STR)])
 
+    def any_type(self):
+        return self.pick([t for t in (INT, LIST, STR, BOOL, FLOAT, DICT, TUPLE, INT, LIST, SET) if t in self.types_on])
+
     # -- expressions ------------------------------------------------------------------------
     def expr(self, sc, ty, d=None):
         d = self.EXPR_DEPTH if d is None else d
@@ -248,20 +288,20 @@ class Gen:
             return self.atom(sc, ty)
         return getattr(self, "e_" + ty)(sc, d - 1)
 
-    def any_type(self):
-        return self.pick([INT, LIST, STR, BOOL, FLOAT, DICT, TUPLE, SET])
-
     def comp_over(self, sc):
-        """A comprehension's `for` clause over something iterable of ints: (clause, var)."""
+        """One `for` clause of a comprehension over ints, and the scope of what follows it."""
         v = self.fresh("c")
-        src = self.choose([
+        c = [
             lambda: self.atom(sc, LIST),
             lambda: f"range({self.small_int(sc)})",
             lambda: self.atom(sc, TUPLE),
-            lambda: f"{self.pick(sc.of(GEN))}({self.small_int(sc)})",
             lambda: f"sorted({self.atom(sc, SET)})",
-        ])
-        inner = sc.child(vars={**sc.vars, v: INT})
+        ]
+        if self.callables(sc, GEN):
+            c.append(lambda: f"{self.call_of(sc, GEN)}({self.small_int(sc)})")
+        src = self.choose(c)
+        inner = sc.child(depth=sc.depth, weight=sc.weight * COMP)
+        inner.vars[v] = INT
         return f"for {v} in {src}", inner
 
     def comp_tail(self, sc):
@@ -270,8 +310,20 @@ class Gen:
             clause += f" if {self.expr(inner, BOOL, 1)}"
         return clause, inner
 
+    def genexp(self, sc, d, ty=INT):
+        clause, inner = self.comp_tail(sc)
+        return f"({self.expr(inner, ty, d)} {clause})"
+
+    def comprehension(self, sc, d, ty=INT):
+        """The inside of a list/set comprehension's brackets."""
+        clause, inner = self.comp_tail(sc)
+        if self.chance(1):  # a second for clause
+            clause2, inner = self.comp_over(inner)
+            clause += " " + clause2
+        return f"{self.expr(inner, ty, d)} {clause}"
+
     def call_func(self, sc, d):
-        name = self.pick(sc.of(FUNC))
+        name = self.call_of(sc, FUNC)
         a = self.expr(sc, INT, d)
         return self.choose([
             lambda: f"{name}({a})",
@@ -313,15 +365,19 @@ class Gen:
             lambda: f"len([{self.comprehension(sc, d)}])",
             lambda: f"divmod({e()}, {e()})[{self.int_in(0, 1)}]",
             lambda: f"next(iter({e(LIST)}), {e()})",
-            lambda: f"hash({e(self.pick([INT, STR, TUPLE]))}) % 1",
-            lambda: f"(lambda p, q=1: {self.expr(sc.child(vars={**sc.vars, 'p': INT, 'q': INT}), INT, d)})({e()})",
-            lambda: f"{e(FLOAT)}.__floor__()" if False else f"int({e(FLOAT)} // 1)",
+            lambda: f"(lambda p, q=1: {self.expr(sc.with_vars(p=INT, q=INT), INT, d)})({e()})",
+            lambda: f"int({e(FLOAT)} // 1)",
+            lambda: f"sorted({e(LIST)}, key=lambda t: ({self.pick(['-t', 't % 3', 'abs(t)'])}, t))[0]",
         ]
-        if sc.of(FUNC):
+        if self.callables(sc, FUNC):
             c += [lambda: self.call_func(sc, d)] * 3
-        if sc.of(GEN):
-            g = lambda: f"{self.pick(sc.of(GEN))}({self.small_int(sc)})"  # noqa: E731
+        if self.callables(sc, GEN):
+            g = lambda: f"{self.call_of(sc, GEN)}({self.small_int(sc)})"  # noqa: E731
             c += [lambda: f"sum({g()})", lambda: f"max({g()}, default={e()})", lambda: f"next({g()}, {e()})"]
+        if sc.of(ITER):
+            it = lambda: self.pick(sc.of(ITER))  # noqa: E731
+            c += [lambda: f"next({it()}, {e()})", lambda: f"sum({it()})", lambda: f"max({it()}, default={e()})",
+                  lambda: f"len(list({it()}))"]
         return self.choose(c)
 
     def e_float(self, sc, d):
@@ -342,13 +398,13 @@ class Gen:
             lambda: f"({e()} if {e(BOOL)} else {num()})",
             lambda: f"sum([{e()}, {num()}])",
             lambda: f"(sum({e(LIST)}) / len({e(LIST)}))",
-            lambda: f"{e(TUPLE)}[0] * 0.5",
+            lambda: f"({e(TUPLE)}[0] * 0.5)",
         ])
 
     def e_bool(self, sc, d):
         e = lambda ty=INT: self.expr(sc, ty, d)  # noqa: E731
         cmp = lambda: self.pick(["<", "<=", ">", ">=", "==", "!="])  # noqa: E731
-        return self.choose([
+        c = [
             lambda: f"({e()} {cmp()} {e()})",
             lambda: f"({e(FLOAT)} {cmp()} {e(self.pick([INT, FLOAT]))})",
             lambda: f"({e(STR)} {cmp()} {e(STR)})",
@@ -369,33 +425,43 @@ class Gen:
             lambda: f"({e(DICT)} == {e(DICT)})",
             lambda: f"({e(TUPLE)} {cmp()} {e(TUPLE)})",
             lambda: f"({e(SET)} <= {e(SET)})",
-            lambda: f"({e(LIST)} is {e(LIST)})",
             lambda: f"({e(FLOAT)} != {e(FLOAT)})",
             lambda: f"{e(FLOAT)}.is_integer()",
-        ])
+        ]
+        lists = sc.of(LIST)
+        if lists:
+            c.append(lambda: f"({self.pick(lists)} is {self.pick(lists)})")
+        if sc.of(ITER):  # `in` consumes an iterator up to the first match
+            c.append(lambda: f"({e()} in {self.pick(sc.of(ITER))})")
+        return self.choose(c)
 
     def fstring(self, sc, d):
         parts = []
-        for _ in range(self.int_in(1, 3)):
-            ty = self.pick([INT, STR, FLOAT, LIST, BOOL, TUPLE])
-            val = self.expr(sc, ty, d).replace('"', "'")
-            if self.chance(2):
-                parts.append(self.pick(["-", ":", "", "x="]))
-            spec = ""
-            if ty == INT and self.chance(3):
-                spec = self.pick([":03d", ":>4", ":x", ":+", ":,"])
-            elif ty == FLOAT and self.chance(3):
-                spec = self.pick([":.2f", ":e", ":>8.1f", ":g"])
-            elif ty == STR and self.chance(3):
-                spec = self.pick(["!r", ":>5", ":^6", ":.2"])
-            elif self.chance(2):
-                spec = "!r"
-            parts.append("{" + val + spec + "}")
+        self.in_fstring = True
+        try:
+            for _ in range(self.int_in(1, 3)):
+                ty = self.pick([INT, STR, FLOAT, LIST, BOOL, TUPLE])
+                val = self.expr(sc, ty, d).replace('"', "'")
+                if self.chance(2):
+                    parts.append(self.pick(["-", ":", "", "x=", " "]))
+                spec = ""
+                if ty == INT and self.chance(3):
+                    spec = self.pick([":03d", ":>4", ":x", ":+", ":,"])
+                elif ty == FLOAT and self.chance(3):
+                    spec = self.pick([":.2f", ":e", ":>8.1f", ":g"])
+                elif ty == STR and self.chance(3):
+                    spec = self.pick(["!r", ":>5", ":^6", ":.2"])
+                elif self.chance(2):
+                    spec = self.pick(["!r", "!s"])
+                # parenthesized: a dict display, lambda or `!=` inside stays one expression
+                parts.append("{" + (val if val.isidentifier() else f"({val})") + spec + "}")
+        finally:
+            self.in_fstring = False
         return 'f"' + "".join(parts) + '"'
 
     def e_str(self, sc, d):
         e = lambda ty=STR: self.expr(sc, ty, d)  # noqa: E731
-        return self.choose([
+        c = [
             lambda: f"({e()} + {e()})",
             lambda: f"({e()} * {self.int_in(0, 3)})",
             lambda: f"{e()}.{self.pick(['upper', 'lower', 'strip', 'title', 'swapcase', 'lstrip'])}()",
@@ -404,10 +470,9 @@ class Gen:
             lambda: f"{e()}[{e(INT)}]",
             lambda: f"str({e(self.any_type())})",
             lambda: f"repr({e(self.any_type())})",
-            lambda: self.fstring(sc, d),
             lambda: f"{lit(self.pick([',', '', '-', ' ']))}.join(str({(v := self.fresh('c'))}) for {v} in {e(LIST)})",
             lambda: f"{lit(self.pick([',', '+']))}.join(sorted({e(DICT)}))",
-            lambda: f"{lit(self.pick(['%s-%d', '%r:%x', '[%s] %05d']))} % ({e()}, {e(INT)})",
+            lambda: f"({lit(self.pick(['%s-%d', '%r:%x', '[%s] %05d']))} % ({e()}, {e(INT)}))",
             lambda: f"{e()}.split({lit(self.pick([',', ' ']))})[{self.int_in(-1, 1)}]",
             lambda: f"{lit(self.pick(['-', ':']))}.join({e()}.split())",
             lambda: f"({e()} if {e(BOOL)} else {e()})",
@@ -415,19 +480,11 @@ class Gen:
             lambda: f"{e()}.zfill({self.int_in(0, 5)})",
             lambda: f"{lit(self.pick(['{}-{}', '{1}{0}', '{!r}{}']))}.format({e(INT)}, {e()})",
             lambda: f"chr(65 + {e(INT)} % 26)",
-            lambda: f"(({e()}) or {lit(self.pick(STR_LITS[1:]))})",
-        ])
-
-    def genexp(self, sc, d, ty=INT):
-        clause, inner = self.comp_tail(sc)
-        return f"({self.expr(inner, ty, d)} {clause})"
-
-    def comprehension(self, sc, d, ty=INT):
-        clause, inner = self.comp_tail(sc)
-        if self.chance(1):  # a second for clause
-            clause2, inner = self.comp_over(inner)
-            clause += " " + clause2
-        return f"{self.expr(inner, ty, d)} {clause}"
+            lambda: f"({e()} or {lit(self.pick(STR_LITS[1:]))})",
+        ]
+        if not self.in_fstring:
+            c += [lambda: self.fstring(sc, d)] * 2
+        return self.choose(c)
 
     def e_list(self, sc, d):
         e = lambda ty=LIST: self.expr(sc, ty, d)  # noqa: E731
@@ -437,7 +494,7 @@ class Gen:
             lambda: f"({e()} + {e()})",
             lambda: f"({e()} * {self.int_in(0, 2)})",
             lambda: f"{e()}[{self.pick(['', '1', '-2'])}:{self.pick(['', '2', '-1'])}{self.pick(['', ':2', ':-1'])}]",
-            lambda: f"sorted({e(self.pick([LIST, TUPLE, SET, DICT]))}{self.pick(['', ', reverse=True', ', key=abs', ', key=lambda t: -t'])})".replace("key=lambda t: -t", "key=lambda t: -t") if True else "",
+            lambda: f"sorted({e(self.pick([LIST, TUPLE, SET]))}{self.pick(['', ', reverse=True', ', key=abs', ', key=lambda t: -t'])})",
             lambda: f"[{self.comprehension(sc, d)}]",
             lambda: f"list(range({self.small_int(sc)}))",
             lambda: f"list(range({self.int_in(-2, 2)}, {self.int_in(0, 6)}, {self.pick([1, 2, -1])}))",
@@ -449,14 +506,16 @@ class Gen:
             lambda: f"list(map(lambda t: t {self.pick(['+', '*', '%'])} {self.int_in(1, 3)}, {e()}))",
             lambda: f"list(reversed({e()}))",
             lambda: f"list(filter(None, {e()}))",
+            # late binding: every lambda sees the comprehension variable's last value
             lambda: f"[{(h := self.fresh('c'))}() for {h} in [lambda: {(v := self.fresh('c'))} * 2 for {v} in {e()}]]",
             lambda: f"[{(h := self.fresh('c'))}() for {h} in [lambda {(v := self.fresh('c'))}={v}: {v} + 1 for {v} in {e()}]]",
-            lambda: f"[{(y := self.fresh('w'))} for {(v := self.fresh('c'))} in {e()} if ({y} := {v} * 2) > {self.int_in(0, 4)}]",
             lambda: f"[ord({(ch := self.fresh('c'))}) for {ch} in {self.expr(sc, STR, d)}]",
             lambda: f"list(divmod({self.expr(sc, INT, d)}, {self.expr(sc, INT, d)}))",
         ]
-        if sc.of(GEN):
-            c += [lambda: f"list({self.pick(sc.of(GEN))}({self.small_int(sc)}))"] * 2
+        if self.callables(sc, GEN):
+            c += [lambda: f"list({self.call_of(sc, GEN)}({self.small_int(sc)}))"] * 2
+        if sc.of(ITER):
+            c += [lambda: f"list({self.pick(sc.of(ITER))})", lambda: f"sorted({self.pick(sc.of(ITER))})"]
         return self.choose(c)
 
     def e_dict(self, sc, d):
@@ -498,7 +557,7 @@ class Gen:
         ])
 
     # -- statements -------------------------------------------------------------------------
-    def block(self, sc, lo=1, hi=3) -> list[str]:
+    def block(self, sc, lo=1, hi=2) -> list[str]:
         lines: list[str] = []
         for _ in range(self.int_in(lo, hi)):
             stmt, terminal = self.statement(sc)
@@ -509,20 +568,19 @@ class Gen:
 
     def statement(self, sc) -> tuple[list[str], bool]:
         """One statement (maybe compound) and whether it always leaves the block."""
-        simple = [self.s_assign, self.s_assign, self.s_reassign, self.s_augassign, self.s_mutate,
-                  self.s_mutate, self.s_unpack, self.s_log, self.s_cond_raise, self.s_cond_return,
-                  self.s_assert, self.s_call]
-        compound = [self.s_if, self.s_for, self.s_while, self.s_try, self.s_def, self.s_lambda,
-                    self.s_gendef]
-        cands = list(simple)
-        if sc.depth < self.MAX_DEPTH:
-            cands += compound * 2
+        cands = [self.s_assign, self.s_assign, self.s_reassign, self.s_augassign, self.s_mutate,
+                 self.s_mutate, self.s_unpack, self.s_log, self.s_cond_raise, self.s_cond_return,
+                 self.s_assert, self.s_call, self.s_walrus, self.s_iter]
+        if sc.depth < self.MAX_DEPTH and (sc.depth == 0 or self.chance(4)):
+            cands += [self.s_if, self.s_for, self.s_while, self.s_try, self.s_def, self.s_lambda,
+                      self.s_gendef, self.s_recdef]
         if sc.loops:
             cands += [self.s_break_continue] * 2
         if sc.kind == "gen":
             cands += [self.s_yield] * 3
         if "G_N" in sc.assignable:
             cands.append(self.s_global)
+        cands = [c for c in cands if c.__name__ not in SWARM_STATEMENTS or c.__name__ in self.stmts_on] or [self.s_assign]
         return self.pick(cands)(sc)
 
     def new_var(self, sc, ty) -> str:
@@ -532,9 +590,23 @@ class Gen:
         return name
 
     def s_assign(self, sc):
-        ty = self.pick([INT, INT, LIST, STR, FLOAT, BOOL, DICT, TUPLE, SET])
+        ty = self.any_type()
         value = self.expr(sc, ty)
         return [f"{self.new_var(sc, ty)} = {value}"], False
+
+    def s_walrus(self, sc):
+        """An assignment expression: in an `if` (always bound after it) or a comprehension's
+        condition (bound only if it ran: never read afterwards)."""
+        if self.chance(4):
+            v = self.fresh()
+            line = f"if ({v} := {self.expr(sc, INT)}) {self.pick(['>', '==', '<='])} {self.int_in(-1, 3)}:"
+            body = self.block(sc.child().with_vars(**{v: INT}), 1, 1)
+            sc.vars[v] = INT
+            sc.assignable.add(v)
+            return [line, *indent(body)], False
+        y, c = self.fresh("w"), self.fresh("c")
+        line = f" = [{y} for {c} in {self.atom(sc, LIST)} if ({y} := {c} * 2) > {self.int_in(-1, 4)}]"
+        return [self.new_var(sc, LIST) + line], False
 
     def bounded(self, sc, ty, value):
         """Under `repeat`, keep a value that feeds back into itself from growing without bound."""
@@ -542,15 +614,17 @@ class Gen:
             return value
         if ty == INT:
             return f"({value}) % {self.pick([7, 97, 1000, -13])}"
+        if ty == FLOAT:
+            return f"float({value})"  # an int in a float variable would square itself huge
         if ty in (STR, LIST, TUPLE):
             return f"({value})[:{self.int_in(2, 8)}]"
         return value
 
     def s_reassign(self, sc):
-        names = [n for n in sc.assignable if sc.vars.get(n) in DATA]
+        names = sorted(n for n in sc.assignable if sc.vars.get(n) in DATA)
         if not names:
             return self.s_assign(sc)
-        name = self.pick(sorted(names))
+        name = self.pick(names)
         ty = sc.vars[name]
         return [f"{name} = {self.bounded(sc, ty, self.expr(sc, ty))}"], False
 
@@ -561,25 +635,30 @@ class Gen:
         name = self.pick(names)
         ty = sc.vars[name]
         if ty == INT:
-            op = self.pick(["+=", "-=", "*=", "//=", "%=", "|=", "^="])
-            rhs = self.atom(sc, INT) if not (sc.repeat and op == "*=") else lit(self.pick([2, -1, 3]))
-            return [f"{name} {op} {rhs}"], False
+            op = self.pick(["+=", "-=", "*=", "//=", "%=", "|=", "^=", "<<="])
+            if sc.repeat and op in ("*=", "<<="):
+                return [f"{name} {op} {self.pick([2, -1, 1])}"], False
+            return [f"{name} {op} {self.atom(sc, INT) if op != '<<=' else self.int_in(0, 3)}"], False
         if ty == FLOAT:
-            return [f"{name} {self.pick(['+=', '-=', '*=', '/='])} {self.atom(sc, self.pick([FLOAT, INT]))}"], False
+            op = self.pick(["+=", "-=", "*=", "/="])
+            rhs = self.literal(FLOAT) if sc.repeat and op in ("*=", "/=") else self.atom(sc, self.pick([FLOAT, INT]))
+            return [f"{name} {op} {rhs}"], False
         if ty == STR:
             rhs = self.literal(STR) if sc.repeat else self.atom(sc, STR)
             return [f"{name} += {rhs}"], False
         if ty == SET:
-            return [f"{name} {self.pick(['|=', '&=', '-='])} {self.expr(sc, SET, 1)}"], False
+            return [f"{name} {self.pick(['|=', '&=', '-=', '^='])} {self.expr(sc, SET, 1)}"], False
         rhs = f"[{self.atom(sc, INT)}]" if sc.repeat else self.expr(sc, LIST, 1)
         return [f"{name} += {rhs}"], False
 
     def s_mutate(self, sc):
-        lists, dicts, sets = sc.of(LIST), sc.of(DICT), sc.of(SET)
+        # containers made inside the function (v...) are preferred: the tracer replays mutation of those
+        lists, dicts, sets = ([n for n in sc.of(ty) for _ in range(3 if n.startswith("v") else 1)]
+                              for ty in (LIST, DICT, SET))
+        i = lambda: self.expr(sc, INT, 1)  # noqa: E731
         c = []
         if lists:
             xs = lambda: self.pick(lists)  # noqa: E731
-            i = lambda: self.expr(sc, INT, 1)  # noqa: E731
             c += [
                 lambda: f"{xs()}.append({i()})",
                 lambda: f"{xs()}.insert({self.int_in(-1, 2)}, {i()})",
@@ -597,7 +676,6 @@ class Gen:
             ]
         if dicts:
             dd = lambda: self.pick(dicts)  # noqa: E731
-            i = lambda: self.expr(sc, INT, 1)  # noqa: E731
             c += [
                 lambda: f"{dd()}[{self.key(sc)}] = {i()}",
                 lambda: f"{(n := dd())}[{(k := self.key(sc))}] = {n}.get({k}, 0) + {i()}",
@@ -608,37 +686,37 @@ class Gen:
                 lambda: f"{dd()}.popitem()",
             ]
         if sets:
-            c += [lambda: f"{self.pick(sets)}.{self.pick(['add', 'discard'])}({self.expr(sc, INT, 1)})",
-                  lambda: f"{self.pick(sets)}.remove({self.expr(sc, INT, 1)})"]
+            c += [lambda: f"{self.pick(sets)}.{self.pick(['add', 'discard'])}({i()})",
+                  lambda: f"{self.pick(sets)}.remove({i()})"]
         if not c:
             return self.s_assign(sc)
         return [self.choose(c)], False
 
     def s_unpack(self, sc):
-        ints = sorted(n for n in sc.assignable if sc.vars.get(n) == INT)
-        c = [
-            lambda: (f"{{a}}, {{b}} = {self.expr(sc, INT)}, {self.expr(sc, INT)}", [INT, INT]),
-            lambda: (f"{{a}}, {{b}} = divmod({self.expr(sc, INT)}, {self.expr(sc, INT)})", [INT, INT]),
-            lambda: (f"{{a}}, *{{b}} = {self.expr(sc, LIST)} + [{self.expr(sc, INT, 1)}]", [INT, LIST]),
-            lambda: (f"*{{a}}, {{b}} = {self.expr(sc, LIST)}", [LIST, INT]),
-            lambda: (f"({{a}}, {{b}}), {{c}} = ({self.expr(sc, INT, 1)}, {self.expr(sc, STR, 1)}), {self.expr(sc, LIST, 1)}", [INT, STR, LIST]),
-            lambda: (f"{{a}}, {{b}} = {self.expr(sc, TUPLE)}", [INT, INT]),
-            lambda: (f"{{a}}, {{b}}, *{{c}} = {self.expr(sc, STR)}", [STR, STR, LIST]),
-            lambda: (f"[{{a}}, {{b}}] = sorted({self.expr(sc, DICT)}.items())[:1] + [('z', {self.expr(sc, INT, 1)})]", [TUPLE, TUPLE]),
+        a, b, c = self.fresh(), self.fresh(), self.fresh()
+        cands = [
+            lambda: (f"{a}, {b} = {self.expr(sc, INT)}, {self.expr(sc, INT)}", {a: INT, b: INT}),
+            lambda: (f"{a}, {b} = divmod({self.expr(sc, INT)}, {self.expr(sc, INT)})", {a: INT, b: INT}),
+            lambda: (f"{a}, *{b} = {self.expr(sc, LIST)} + [{self.expr(sc, INT, 1)}]", {a: INT, b: LIST}),
+            lambda: (f"*{a}, {b} = {self.expr(sc, LIST)}", {a: LIST, b: INT}),
+            lambda: (f"({a}, {b}), {c} = ({self.expr(sc, INT, 1)}, {self.expr(sc, STR, 1)}), {self.expr(sc, LIST, 1)}",
+                     {a: INT, b: STR, c: LIST}),
+            lambda: (f"{a}, {b} = {self.expr(sc, TUPLE)}", {a: INT, b: INT}),
+            lambda: (f"{a}, {b}, *{c} = {self.expr(sc, STR)}", {a: STR, b: STR}),  # c: a list of strs
+            lambda: (f"[{a}, {b}] = sorted({self.expr(sc, DICT)}.items())[:1] + [('z', {self.expr(sc, INT, 1)})]", {}),
+            lambda: (f"{(acc := self.fresh())} = ''\n"
+                     f"for {a}, ({b}, {c}) in enumerate(zip({self.atom(sc, LIST)}, {self.atom(sc, STR)})):\n"
+                     f"    {acc} += f'{{{a}}}{{{b}}}{{{c}}}'", {acc: STR}),
         ]
+        ints = sorted(n for n in sc.assignable if sc.vars.get(n) == INT)
         if len(ints) >= 2:
-            a, b = self.pick(ints), self.pick(ints)
-            c.append(lambda: (f"{a}, {b} = {b}, {a}", []))
-        template, types_ = self.choose(c)
-        # `*c` of a str is a list of strs: typed as a list only by length, so keep it out of
-        # int arithmetic by giving it a name no expression of type LIST will pick.
-        names = [self.fresh() for _ in types_]
-        for n, ty in zip(names, types_):
-            if "*{c}" in template and n == names[-1] and types_ == [STR, STR, LIST]:
-                continue
+            x, y = self.pick(ints), self.pick(ints)
+            cands.append(lambda: (f"{x}, {y} = {y}, {x}", {}))
+        line, types_ = self.choose(cands)
+        for n, ty in types_.items():
             sc.vars[n] = ty
             sc.assignable.add(n)
-        return [template.format(**dict(zip("abc", names)))], False
+        return line.split("\n"), False
 
     def s_log(self, sc):
         return [f"LOG.append({self.expr(sc, self.any_type(), 1)})"], False
@@ -653,18 +731,24 @@ class Gen:
         return [f"if {self.expr(sc, BOOL)}:", f"    raise {exc}"], False
 
     def return_value(self, sc) -> str:
+        """What follows `return` (with its leading space)."""
         if sc.kind == "inner":
             return " " + self.expr(sc, INT)
         if sc.kind == "gen":
             return ""
-        return " " + self.choose([
+        value = self.choose([
             lambda: self.expr(sc, self.any_type()),
             lambda: "(" + ", ".join(self.expr(sc, self.any_type(), 1) for _ in range(self.int_in(2, 3))) + ")",
             lambda: "[" + ", ".join(self.expr(sc, self.any_type(), 1) for _ in range(self.int_in(0, 2))) + "]",
             lambda: "{" + ", ".join(f"{lit(k)}: {self.expr(sc, self.any_type(), 1)}" for k in KEYS[:self.int_in(0, 3)]) + "}",
             lambda: "None",
-            lambda: self.pick(sorted(n for n, t in sc.vars.items() if t in DATA)),
-        ]).lstrip()
+            lambda: self.pick(sorted(n for n, t in sc.vars.items() if t in DATA or n == "LOG")),
+        ])
+        if self.chance(5):  # the function's own variables too: a wrong value anywhere shows
+            names = [n for n, t in sc.vars.items() if t in DATA and n not in PRELUDE_VARS]
+            if names:
+                value = f"{value}, [{', '.join(names)}]"
+        return " " + value
 
     def s_cond_return(self, sc):
         return [f"if {self.expr(sc, BOOL)}:", f"    return{self.return_value(sc)}"], False
@@ -674,9 +758,9 @@ class Gen:
         return [f"assert {self.expr(sc, BOOL)}{msg}"], False
 
     def s_call(self, sc):
-        if sc.of(FUNC):
+        if self.callables(sc, FUNC):
             return [self.call_func(sc, 1)], False
-        return self.s_log(sc)
+        return self.s_assign(sc)
 
     def s_global(self, sc):
         return [f"G_N += {self.atom(sc, INT)}"], False
@@ -690,9 +774,51 @@ class Gen:
     def s_yield(self, sc):
         return [self.choose([
             lambda: f"yield {self.expr(sc, INT)}",
-            lambda: f"yield from {self.pick(['range', 'list'])}({self.small_int(sc)})" if True else "",
+            lambda: f"yield from range({self.small_int(sc)})",
             lambda: f"yield from {self.atom(sc, LIST)}[:3]",
-        ]).replace("list(", "range(")], False
+            lambda: (lambda value: f"{self.new_var(sc, INT)} = (yield {value})")(self.atom(sc, INT)),
+        ])], False
+
+    def s_iter(self, sc):
+        """A lazy iterator made now and consumed later: it sees what happens in between
+        (appends to its list, rebinding of the variables its lambda reads, dict updates)."""
+        xs = lambda: self.atom(sc, LIST)  # noqa: E731
+        c = [
+            lambda: f"iter({xs()})",
+            lambda: f"map(lambda t: t {self.pick(['+', '*', '-'])} {self.atom(sc, INT)}, {xs()})",
+            lambda: f"filter(lambda t: t > {self.atom(sc, INT)}, {xs()})",
+            lambda: f"({(v := self.fresh('c'))} * {self.atom(sc.with_vars(**{v: INT}), INT)} for {v} in {xs()})",
+            lambda: f"reversed({xs()})",
+            lambda: f"{self.atom(sc, DICT)}.values()",
+            lambda: f"iter(range({self.small_int(sc)}))",
+        ]
+        if self.callables(sc.child(weight=sc.weight * COMP), FUNC):
+            c.append(lambda: f"map({self.call_of(sc.child(weight=sc.weight * COMP), FUNC)}, {xs()})")
+        if self.callables(sc, GEN):
+            c.append(lambda: f"{self.call_of(sc, GEN)}({self.small_int(sc)})")
+        value = self.choose(c)
+        name = self.fresh("it")
+        sc.vars[name] = ITER
+        return [f"{name} = {value}"], False
+
+    def s_recdef(self, sc):
+        """A recursive closure, at most a few levels deep."""
+        name = self.fresh("fn")
+        inner, decl = self.inner_scope(sc, {"p": INT, "q": INT}, "inner")
+        self.costs[name] = BUDGET + 1  # the body calls itself only in its tail
+
+        def make():
+            body = decl + [f"if q <= 0 or q > {self.int_in(1, 4)}:", f"    return {self.expr(inner, INT, 1)}"]
+            if self.chance(4):
+                body += self.block(inner, 1, 1)
+            op = self.pick(["+", "-", "*", "%"])
+            body.append(f"return {name}({self.expr(inner, INT, 1)}, q - 1) {op} {self.expr(inner, INT, 1)}")
+            return body
+
+        body, cost = self.function_body(make)
+        sc.vars[name] = FUNC
+        self.costs[name] = cost * 5
+        return [f"def {name}(p, q={self.int_in(0, 4)}):", *indent(body)], False
 
     def s_if(self, sc):
         lines = [f"if {self.expr(sc, BOOL)}:", *indent(self.block(sc.child()))]
@@ -703,36 +829,38 @@ class Gen:
         return lines, False
 
     def loop_scope(self, sc, **vars_):
-        inner = sc.child(loops=sc.loops + 1, repeat=True)
+        inner = sc.child(loops=sc.loops + 1, repeat=True, weight=sc.weight * LOOP)
         inner.vars.update(vars_)
+        self.spend(inner.weight)
         return inner
 
     def s_for(self, sc):
-        cap = None  # lists may grow while they are iterated: a hidden cap keeps the loop finite
         a, b = self.fresh("i"), self.fresh("i")
-        c = [
+        c = [  # (head, loop variables, whether the iterable may grow while iterated or be long)
             lambda: (f"for {a} in range({self.small_int(sc)}):", {a: INT}, False),
             lambda: (f"for {a} in range({self.int_in(-1, 2)}, {self.int_in(0, 5)}):", {a: INT}, False),
             lambda: (f"for {a} in {self.atom(sc, LIST)}:", {a: INT}, True),
             lambda: (f"for {a}, {b} in enumerate({self.atom(sc, LIST)}):", {a: INT, b: INT}, True),
-            lambda: (f"for {a}, {b} in zip({self.atom(sc, LIST)}, {self.atom(sc, self.pick([LIST, TUPLE]))}):", {a: INT, b: INT}, True),
+            lambda: (f"for {a}, {b} in zip({self.atom(sc, LIST)}, {self.atom(sc, self.pick([LIST, TUPLE]))}):",
+                     {a: INT, b: INT}, True),
             lambda: (f"for {a}, {b} in {self.atom(sc, DICT)}.items():", {a: STR, b: INT}, False),
             lambda: (f"for {a} in {self.atom(sc, DICT)}:", {a: STR}, False),
-            lambda: (f"for {a} in {self.atom(sc, TUPLE)}:", {a: INT}, False),
-            lambda: (f"for {a} in {self.atom(sc, STR)}:", {a: STR}, False),
+            lambda: (f"for {a} in {self.atom(sc, TUPLE)}:", {a: INT}, True),
+            lambda: (f"for {a} in {self.atom(sc, STR)}:", {a: STR}, True),
             lambda: (f"for {a} in sorted({self.atom(sc, SET)}):", {a: INT}, False),
             lambda: (f"for {a} in reversed({self.atom(sc, LIST)}):", {a: INT}, True),
         ]
-        if sc.of(GEN):
-            c.append(lambda: (f"for {a} in {self.pick(sc.of(GEN))}({self.small_int(sc)}):", {a: INT}, False))
+        if sc.of(ITER):
+            c.append(lambda: (f"for {a} in {self.pick(sc.of(ITER))}:", {a: INT}, True))
+        if self.callables(sc.child(weight=sc.weight * LOOP), GEN):
+            c.append(lambda: (f"for {a} in {self.call_of(sc, GEN)}({self.small_int(sc)}):", {a: INT}, False))
         head, vars_, needs_cap = self.choose(c)
         body_sc = self.loop_scope(sc, **vars_)
-        lines = []
-        body = []
-        if needs_cap:
+        lines, body = [], []
+        if needs_cap:  # a list may grow while it is iterated: a hidden cap keeps the loop finite
             cap = self.fresh("n")
             lines.append(f"{cap} = 0")
-            body += [f"{cap} += 1", f"if {cap} > {self.int_in(3, 6)}:", "    break"]
+            body += [f"{cap} += 1", f"if {cap} > {self.int_in(3, LOOP)}:", "    break"]
         body += self.block(body_sc)
         lines += [head, *indent(body)]
         if self.chance(2):
@@ -741,45 +869,45 @@ class Gen:
 
     def s_while(self, sc):
         w = self.fresh("w")
-        body_sc = self.loop_scope(sc, **{w: INT})  # readable, never rebound
+        body_sc = self.loop_scope(sc, **{w: INT})  # the counter is read, never rebound
+        cond_sc = sc.child(depth=sc.depth, weight=body_sc.weight)
         if self.chance(4):
-            head = [f"{w} = 0", f"while {w} < {self.int_in(0, 4)}{' and ' + self.expr(sc, BOOL, 1) if self.chance(3) else ''}:",
-                    f"    {w} += 1"]
+            extra = f" and {self.expr(cond_sc, BOOL, 1)}" if self.chance(3) else ""
+            head = [f"{w} = 0", f"while {w} < {self.int_in(0, 4)}{extra}:", f"    {w} += 1"]
         else:
-            head = [f"{w} = 0", "while True:", f"    {w} += 1",
-                    f"    if {w} > {self.int_in(1, 4)}{' or ' + self.expr(body_sc, BOOL, 1) if self.chance(3) else ''}:",
-                    "        break"]
+            extra = f" or {self.expr(body_sc, BOOL, 1)}" if self.chance(3) else ""
+            head = [f"{w} = 0", "while True:", f"    {w} += 1", f"    if {w} > {self.int_in(1, 4)}{extra}:", "        break"]
         lines = head + indent(self.block(body_sc))
         if self.chance(2):
             lines += ["else:", *indent(self.block(sc.child()))]
         return lines, False
 
     def s_try(self, sc):
-        lines = ["try:", *indent(self.block(sc.child(), 1, 3))]
-        if self.chance(1):
-            lines[1:1] = indent([f"if {self.expr(sc, BOOL)}:", f"    raise {self.pick(['ValueError', 'KeyError'])}({self.expr(sc, STR, 1)})"])
-        handlers = self.int_in(0 if True else 1, 2)
-        finally_ = self.chance(4) or handlers == 0
-        if handlers == 0 and not finally_:
-            handlers = 1
+        body = self.block(sc.child(), 1, 3)
+        if self.chance(2):
+            body = [f"if {self.expr(sc, BOOL)}:",
+                    f"    raise {self.pick(['ValueError', 'KeyError'])}({self.expr(sc, STR, 1)})", *body]
+        lines = ["try:", *indent(body)]
+        handlers = self.int_in(0, 2)
+        finally_ = handlers == 0 or self.chance(3)
         for _ in range(handlers):
             exc = self.pick(["ValueError", "KeyError", "(KeyError, IndexError)", "ZeroDivisionError",
                              "LookupError", "ArithmeticError", "Exception", "TypeError"])
-            e = self.fresh("e")
             hsc = sc.child()
-            body = []
+            hbody = []
+            e = None
             if self.chance(4):
-                hsc.vars[e] = "exc"
-                body.append(f"{self.new_var(hsc, STR)} = str({e})[:10]")
+                e = self.fresh("e")
+                hbody.append(f"{self.new_var(hsc, STR)} = str({e})[:10]")
                 head = f"except {exc} as {e}:"
             else:
                 head = f"except {exc}:"
-            body += self.block(hsc, 1, 2)
+            hbody += self.block(hsc, 1, 2)
             if self.chance(1):
-                body.append("raise")
-            elif self.chance(1) and e in hsc.vars:
-                body.append(f"raise ValueError({self.literal(STR)}) from {e}")
-            lines += [head, *indent(body)]
+                hbody.append("raise")
+            elif e is not None and self.chance(1):
+                hbody.append(f"raise ValueError({self.literal(STR)}) from {e}")
+            lines += [head, *indent(hbody)]
         if handlers and self.chance(2):
             lines += ["else:", *indent(self.block(sc.child(), 1, 2))]
         if finally_:
@@ -789,43 +917,60 @@ class Gen:
     def inner_scope(self, sc, params: dict, kind: str) -> tuple[Scope, list[str]]:
         """The scope of a nested function's body: the enclosing names are free (read-only)
         unless declared nonlocal; its own parameters are its own."""
-        inner = Scope({**sc.vars, **params}, set(params), set(sc.glob), kind, 0, True, sc.depth + 1)
+        inner = Scope({**sc.vars, **params}, set(params), set(sc.glob), kind, 0, True, sc.depth + 1, 1)
         decl = []
         candidates = sorted(n for n in sc.assignable
-                            if sc.vars.get(n) in (INT, STR, LIST) and n not in sc.glob)
+                            if sc.vars.get(n) in (INT, STR, LIST) and n not in sc.glob and n not in params)
         if candidates and self.chance(3):
             name = self.pick(candidates)
             decl.append(f"nonlocal {name}")
             inner.assignable.add(name)
         return inner, decl
 
+    def function_body(self, make):
+        self.work.append(1)
+        try:
+            lines = make()
+        finally:
+            cost = self.work.pop()
+        return lines, cost
+
     def s_def(self, sc):
         name = self.fresh("fn")
-        default = self.literal(INT)
+        default = self.atom(sc, INT)  # a variable's value at definition time
         inner, decl = self.inner_scope(sc, {"p": INT, "q": INT}, "inner")
-        body = decl + self.block(inner, 1, 3) + [f"return {self.expr(inner, INT)}"]
+        body, cost = self.function_body(lambda: decl + self.block(inner, 1, 3) + [f"return {self.expr(inner, INT)}"])
         sc.vars[name] = FUNC
+        self.costs[name] = cost
         return [f"def {name}(p, q={default}):", *indent(body)], False
 
     def s_lambda(self, sc):
         name = self.fresh("lm")
-        inner = sc.child(vars={**sc.vars, "p": INT, "q": INT})
-        line = f"{name} = lambda p, q={self.literal(INT)}: {self.expr(inner, INT)}"
+        inner = sc.with_vars(p=INT, q=INT)
+        inner.weight = 1
+        default = self.atom(sc, INT)
+        body, cost = self.function_body(lambda: self.expr(inner, INT))
         sc.vars[name] = FUNC
-        return [line], False
+        self.costs[name] = cost
+        return [f"{name} = lambda p, q={default}: {body}"], False
 
     def s_gendef(self, sc):
         name = self.fresh("gen")
         inner, decl = self.inner_scope(sc, {"n": INT}, "gen")
         i = self.fresh("i")
-        loop_sc = inner.child(loops=1)
-        loop_sc.vars[i] = INT
-        body = decl + self.block(inner, 0, 1) if decl else []
-        body += [f"for {i} in range(min(n, {self.int_in(1, 4)})):",
-                 *indent(self.block(loop_sc, 1, 2) + [f"yield {self.expr(loop_sc, INT)}"])]
-        if self.chance(3):
-            body.append(f"yield {self.expr(inner, INT)}")
+
+        def make():
+            body = decl + (self.block(inner, 1, 1) if decl else [])
+            loop_sc = self.loop_scope(inner, **{i: INT})
+            body += [f"for {i} in range(min(n, {self.int_in(1, 4)})):",
+                     *indent(self.block(loop_sc, 1, 2) + [f"yield {self.expr(loop_sc, INT)}"])]
+            if self.chance(3):
+                body.append(f"yield {self.expr(inner, INT)}")
+            return body
+
+        body, cost = self.function_body(make)
         sc.vars[name] = GEN
+        self.costs[name] = cost
         return [f"def {name}(n):", *indent(body)], False
 
     # -- the function and its call ------------------------------------------------------------
@@ -865,43 +1010,48 @@ class Gen:
         return self.value(ty, pool)
 
     def program(self) -> "PyProgram":
-        params = []  # (name, type, default literal or None, kind)
+        params = []  # (name, type, default source or None)
         for i in range(self.int_in(0, 4)):
-            params.append((f"a{i}", self.pick([INT, INT, LIST, STR, FLOAT, DICT, BOOL, TUPLE, SET]), None, "pos"))
+            params.append((f"a{i}", self.any_type(), None))
         n_defaults = self.int_in(0, len(params))
         for i in range(len(params) - n_defaults, len(params)):
-            name, ty, _, kind = params[i]
-            default = self.pick([self.literal(ty), "[]" if ty == LIST else self.literal(ty)])
-            params[i] = (name, ty, default, kind)
+            name, ty, _ = params[i]
+            default = "[]" if ty == LIST and self.chance(3) else self.literal(ty)  # a shared mutable default
+            params[i] = (name, ty, default)
         star = self.chance(2)
-        kwonly = [(f"k{i}", self.pick([INT, STR, LIST, BOOL]), None, "kw") for i in range(self.int_in(0, 2))]
-        kwonly = [(n, t, self.literal(t) if self.chance(4) else None, k) for n, t, _, k in kwonly]
+        kwonly = []
+        for i in range(self.int_in(0, 2)):
+            ty = self.pick([INT, STR, LIST, BOOL])
+            kwonly.append((f"k{i}", ty, self.literal(ty) if self.chance(4) else None))
         dstar = self.chance(2)
 
-        sig = []
-        for name, ty, default, _ in params:
-            sig.append(name if default is None else f"{name}={default}")
+        sig = [name if default is None else f"{name}={default}" for name, _, default in params]
         if star:
             sig.append("*args")
         elif kwonly:
             sig.append("*")
-        for name, ty, default, _ in kwonly:
-            sig.append(name if default is None else f"{name}={default}")
+        sig += [name if default is None else f"{name}={default}" for name, _, default in kwonly]
         if dstar:
             sig.append("**kw")
 
         vars_ = dict(PRELUDE_VARS)
-        for name, ty, _, _ in params + kwonly:
-            vars_[name] = ty
+        vars_.update({name: ty for name, ty, _ in params + kwonly})
         if star:
             vars_["args"] = TUPLE
         if dstar:
             vars_["kw"] = DICT
         uses_global = self.chance(1)
-        assignable = {n for n, _, _, _ in params + kwonly} | ({"G_N"} if uses_global else set())
+        assignable = {name for name, _, _ in params + kwonly} | ({"G_N"} if uses_global else set())
         sc = Scope(vars_, assignable, set(PRELUDE_VARS), "main")
         body = ["global G_N"] if uses_global else []
-        body += self.block(sc, 1, 6)
+        # local copies of container arguments: the tracer replays mutation of those
+        for name, ty, _ in params + kwonly:
+            if ty in (LIST, DICT, SET) and self.chance(5):
+                body.append(f"{self.new_var(sc, ty)} = {ty}({name})")
+        if self.chance(4):
+            value = self.expr(sc, LIST)
+            body.append(f"{self.new_var(sc, LIST)} = {value}")
+        body += self.block(sc, 1, 5)
         if body[-1].split(" ", 1)[0] not in ("return", "raise"):
             body.append(f"return{self.return_value(sc)}")
         source = PRELUDE + f"def {FUNC_NAME}({', '.join(sig)}):\n" + "".join(f"    {line}\n" for line in body)
@@ -912,9 +1062,9 @@ class Gen:
             args, kwargs = [], {}
             by_name = False
             extra = [value(INT, pool) for _ in range(self.int_in(0, 2))] if star else []
-            for name, ty, default, _ in params:
+            for name, ty, default in params:
                 if default is not None and not extra and self.chance(3):
-                    by_name = True  # omitted: the default is used
+                    by_name = True  # omitted: the default is used; the rest must go by name
                     continue
                 if by_name or (not extra and self.chance(1)):
                     by_name = True
@@ -922,7 +1072,7 @@ class Gen:
                 else:
                     args.append(value(ty, pool))
             args += extra
-            for name, ty, default, _ in kwonly:
+            for name, ty, default in kwonly:
                 if default is None or self.chance(4):
                     kwargs[name] = value(ty, pool)
             if dstar:

@@ -14,7 +14,6 @@ import inspect
 import math
 import operator
 import re
-import types
 
 import pytest
 import torch
