@@ -74,6 +74,38 @@ class ListSpec:
         return "[]"
 
 
+class Box:
+    """A plain object passed in: programs read its attributes and may set new ones."""
+
+    def __init__(self, **attrs):
+        self.__dict__.update(attrs)
+
+    def __eq__(self, other):
+        return type(other) is Box and vars(self).keys() == vars(other).keys() and all(
+            _same(a, b) for a, b in zip(vars(self).values(), vars(other).values()))
+
+    def __repr__(self):
+        return "Box(" + ", ".join(f"{k}={v!r}" for k, v in vars(self).items()) + ")"
+
+
+def _same(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and \
+            bool(torch.equal(a, b) or torch.allclose(a.double(), b.double(), equal_nan=True))
+    return a == b
+
+
+@dataclass(frozen=True)
+class BoxSpec:
+    """A Box with a float tensor `w` (shape d2) and an int `k`."""
+    name: str
+    k: int
+
+    def expr(self, dims: dict, seed: int) -> str:
+        w = TensorSpec("w", ("d2",), "float32", "contiguous").expr(dims, seed)
+        return f"Box(w={w}, k={self.k})"
+
+
 @dataclass(frozen=True)
 class ValueSpec:
     """Any other argument of a user's function (fuzz.check): passed as a fresh deep copy."""
@@ -87,4 +119,4 @@ class ValueSpec:
 def make(spec, dims: dict, seed: int):
     if isinstance(spec, ValueSpec):
         return copy.deepcopy(spec.value)
-    return eval(spec.expr(dims, seed), {"torch": torch})
+    return eval(spec.expr(dims, seed), {"torch": torch, "Box": Box})

@@ -16,7 +16,7 @@ import torch
 
 import rewrite
 
-from .inputs import ListSpec, TensorSpec, make
+from .inputs import BoxSpec, ListSpec, TensorSpec, make
 
 
 class Divergence(AssertionError):
@@ -109,6 +109,8 @@ def check_call(compiled, eager, specs, dims, seed, label) -> None:
     for spec, a, e in zip(specs, jit_args, eager_args):
         if isinstance(spec, (TensorSpec, ListSpec)):
             compare(a, e, f"{label} input {spec.name} afterwards")
+        elif isinstance(spec, BoxSpec) and a != e:
+            raise Divergence(f"{label} input {spec.name} afterwards: {a!r} != eager's {e!r}")
     if j_out != e_out:
         raise Divergence(f"{label}: printed {j_out!r}, eager printed {e_out!r}")
 
@@ -140,6 +142,7 @@ def reproducer(program, calls, backend) -> str:
              "def test_fuzz_repro():",
              "    import rewrite",
              "    from fuzz.oracle import compare",
+             "    from fuzz.inputs import Box",
              "    eager = f",
              "    compiled = rewrite.jit(type(f)(f.__code__, f.__globals__, 'f'), "
              f"backend={backend!r})"]

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from .inputs import DTYPES, LAYOUTS, ListSpec, ScalarSpec, TensorSpec, make
+from .inputs import DTYPES, LAYOUTS, BoxSpec, ListSpec, ScalarSpec, TensorSpec, make
 
 META_DIMS = {"d0": 2, "d1": 3, "d2": 5}
 SYMS = ("d0", "d1", "d2")
@@ -105,6 +105,8 @@ class Gen:
                 self.meta[spec.name] = make(spec, META_DIMS, 0)
             elif isinstance(spec, ScalarSpec):
                 self.meta[spec.name] = spec.value
+            elif isinstance(spec, BoxSpec):
+                self.meta[spec.name] = make(spec, META_DIMS, 0)
             else:
                 self.meta[spec.name] = []
         self.count = 0
@@ -227,10 +229,24 @@ def rule_unsupported(draw, g):
     return [f"{lists[0]}.append({a})"], []
 
 
+def rule_box(draw, g):
+    """Read a passed-in object's attributes, or set one (a side effect eager makes)."""
+    boxes = [n for n, v in g.meta.items() if type(v).__name__ == "Box"]
+    tensors = g.names(torch.Tensor)
+    if not boxes or not tensors:
+        raise _Discard
+    box, a = boxes[0], draw(st.sampled_from(tensors))
+    template = draw(st.sampled_from([
+        f"{g.new()} = {a} * {box}.w + {box}.k", f"{g.new()} = {box}.w.sum() * {box}.k",
+        f"{box}.seen = {a}.shape", f"{box}.k = {box}.k + 1"]))
+    return [template], None
+
+
 RULES = [
     (8, rule_assign(UNARY)), (8, rule_assign(BINARY)), (5, rule_assign(REDUCE)), (5, rule_assign(VIEW)),
     (4, rule_assign(INDEX)), (4, rule_assign(COMBINE)), (3, rule_assign(SIZES, "k")), (2, rule_assign(CREATE)),
     (2, rule_inplace), (2, rule_if_python), (2, rule_for), (2, rule_helper), (1, rule_unsupported),
+    (2, rule_box),
 ]
 _WEIGHTED = [rule for weight, rule in RULES for _ in range(weight)]
 
@@ -247,6 +263,10 @@ def programs(draw, max_statements: int = 8) -> Program:
     inputs = [draw(tensor_specs(f"x{i}")) for i in range(n_tensors)]
     if draw(st.booleans()):
         inputs.append(ScalarSpec("n", "int", draw(st.integers(0, 4))))
+    if draw(st.integers(0, 3)) == 0:
+        inputs.append(ScalarSpec("s", "float", draw(st.sampled_from([0.5, -1.5, 2.0, 0.0]))))
+    if draw(st.integers(0, 4)) == 0:
+        inputs.append(BoxSpec("obj", draw(st.integers(1, 3))))
     if draw(st.integers(0, 4)) == 0:
         inputs.append(ListSpec("out"))
     program = Program(inputs)
@@ -260,7 +280,8 @@ def programs(draw, max_statements: int = 8) -> Program:
             continue
         if not g.attempt(lines, meta):
             program.helpers[:] = helpers
-    values = [n for n, v in g.meta.items() if isinstance(v, (torch.Tensor, int, float)) and not isinstance(v, bool)]
+    values = [n for n, v in g.meta.items() if isinstance(v, (torch.Tensor, int, float)) and not isinstance(v, bool)
+              and not n.startswith("_")]
     fresh = [n for n in values if n not in {s.name for s in inputs}] or values
     picked = draw(st.lists(st.sampled_from(fresh), min_size=1, max_size=3, unique=True))
     shape = draw(st.sampled_from(["single", "tuple", "list", "dict"]))
