@@ -20,16 +20,26 @@ OPNAMES = frozenset(dis.opmap)
 CO_GENERATOR_LIKE = 0x20 | 0x80 | 0x100 | 0x200  # GENERATOR, COROUTINE, ITERABLE_COROUTINE, ASYNC_GENERATOR
 
 
-def call_instrs(Instr, nargs: int, location):
-    """Instructions that call the callable pushed (after a NULL) with `nargs` arguments."""
-    if PY311:
-        return [Instr("PRECALL", nargs, location=location), Instr("CALL", nargs, location=location)]
-    return [Instr("CALL", nargs, location=location)]
+def call_sequence(Instr, load_callable: list, load_args: list, location) -> list:
+    """A plain call: the callable, its NULL (below it until 3.12, above it from 3.13), the
+    arguments, then the call instruction(s)."""
+    null = Instr("PUSH_NULL", location=location)
+    head = [*load_callable, null] if sys.version_info >= (3, 13) else [null, *load_callable]
+    n = len(load_args)
+    call = [Instr("PRECALL", n, location=location)] if PY311 else []
+    return [*head, *load_args, *call, Instr("CALL", n, location=location)]
 
 
-def push_null_then(Instr, location):
-    """A NULL goes below the callable for a plain (non-method) call."""
-    return [Instr("PUSH_NULL", location=location)]
+def load_cell(Instr, var, location):
+    """Push a free variable's cell object (3.13 made LOAD_CLOSURE a pseudo-op of LOAD_FAST)."""
+    if sys.version_info >= (3, 13):
+        return Instr("LOAD_FAST", var, location=location)
+    return Instr("LOAD_CLOSURE", var, location=location)
+
+
+def load_attr(Instr, name: str, location):
+    """LOAD_ATTR of a plain attribute (3.12 folded LOAD_METHOD into it, with a flag)."""
+    return Instr("LOAD_ATTR", name if PY311 else (False, name), location=location)
 
 
 def branch_if_not_miss(Instr, label, location):

@@ -65,12 +65,12 @@ def splice_prologue(code: types.CodeType, slot, miss) -> types.CodeType:
         else:
             loads.append(Instr("LOAD_FAST", name, location=loc))
     for name in code.co_freevars:
-        loads.append(Instr("LOAD_CLOSURE", FreeVar(name), location=loc))
+        loads.append(compat.load_cell(Instr, FreeVar(name), loc))
     original, dispatch, check = Label(), Label(), Label()
 
     def call(attr):
-        return [*compat.push_null_then(Instr, loc), Instr("LOAD_CONST", slot, location=loc),
-                Instr("LOAD_ATTR", attr, location=loc), *loads, *compat.call_instrs(Instr, len(loads), loc)]
+        callable_ = [Instr("LOAD_CONST", slot, location=loc), compat.load_attr(Instr, attr, loc)]
+        return compat.call_sequence(Instr, callable_, loads, loc)
 
     prologue = [
         *call("guard"),  # the newest entry's guard closure, called straight from the prologue

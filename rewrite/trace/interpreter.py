@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import dis
 import functools
+import sys
 import types
 
 import torch
 
 from .. import config, logs
-from ..bytecode.compat import handled_offsets
+from ..bytecode.compat import SUPPORTED, handled_offsets
 from ..errors import Unsupported
 from ..guards.codegen import GuardSet
 from ..guards.guard import DefaultDtypeMatch, GradModeMatch, NotInMatch
@@ -78,6 +79,9 @@ class Tracer:
         self.steps = 0
         self.depth = 0
         self.log_trace = logs.enabled("trace")
+        if not SUPPORTED:  # the prologue works on 3.12 and 3.13; their opcode handlers are to come
+            raise Unsupported(f"tracing Python {sys.version_info[0]}.{sys.version_info[1]} bytecode is not "
+                              "supported yet (3.11 is)")
         if torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled():
             raise Unsupported("a TorchDispatchMode or TorchFunctionMode is active (it would see the trace's ops)")
         from . import handlers  # noqa: F401  (registers the opcode handlers)
