@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx
 
-from . import codeload, logs
+from . import codeload, graph_break, logs
 
 try:  # generates the GraphModule's own Python code only if someone asks for it
     from torch.fx._lazy_graph_module import _LazyGraphModule as GraphModule
@@ -43,6 +43,12 @@ class Entry:
     reason: str | None = None  # why the entry runs eagerly, if it does
     compile_seconds: float = 0.0
     ops: int = 0
+    graph_break: str | None = None  # why the traced part ends early (the rest is a resume function)
+
+    @property
+    def eager_reason(self) -> str | None:
+        """Why not all of the call is one graph: a fallback or a graph break (None: it is)."""
+        return self.reason or self.graph_break
 
 
 @dataclass
@@ -61,6 +67,7 @@ def capture(code, globals_, params, args) -> Capture:
         result = tracer.run()
     except Unsupported as e:
         e.guards = tracer.guards  # a fallback entry is guarded by what was read before the break
+        e.tracer = tracer
         raise
     return Capture(tracer, result)
 
@@ -137,12 +144,13 @@ def call_backend(cap: Capture, backend_name: str, backend, name: str):
     return gm, compiled
 
 
-def entry_source(cap: Capture | None, compiled, params, name: str, miss=None) -> tuple[str, dict]:
+def entry_source(cap: Capture | None, compiled, params, name: str, miss=None, brk=None) -> tuple[str, dict]:
     """Source defining `___make_entry(G, <consts>)`: read graph inputs from the frame, run the
-    compiled graph (or its statements, inlined), rebuild the Python result."""
+    compiled graph (or its statements, inlined), rebuild the Python result -- or, at a
+    graph break, rebuild the frame's values and run the break and the resume function."""
     args = [param_name(p) for p in params]
     consts = cap.consts if cap is not None else Consts()
-    fused = getattr(compiled, "__rewrite_fusable__", None)
+    fused = getattr(compiled, "__rewrite_fusable__", None) if brk is None else None
     if cap is None:  # a fallback entry: the original bytecode runs
         consts.values["___MISS"] = miss
         body = f"def entry({', '.join(args)}):\n    return ___MISS\n"
@@ -158,7 +166,11 @@ def entry_source(cap: Capture | None, compiled, params, name: str, miss=None) ->
             inputs = ", ".join(src.expr() for src, _, _ in cap.tracer.graph.inputs)
             lines.append(f"___o = ___graph({inputs})")
             consts.values["___graph"] = compiled
-        lines.append(f"return {cap.rebuild}")
+        if brk is None:
+            lines.append(f"return {cap.rebuild}")
+        else:
+            lines.append(f"___v = {cap.rebuild}")
+            lines += brk.body(cap.tracer, brk.dispatcher, consts.values)
         body = f"def entry({', '.join(args)}):\n" + "".join(f"    {line}\n" for line in lines)
     free = ", ".join([GLOBALS, *consts.values])
     source = (f"# entry of {name}\n"
@@ -168,10 +180,10 @@ def entry_source(cap: Capture | None, compiled, params, name: str, miss=None) ->
     return source, consts.values
 
 
-def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=None):
+def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=None, brk=None):
     """Generate the guard closure and the entry function, written to one file and loaded once."""
     g_source, g_consts, ordered = guard_source(guards, params, name)
-    e_source, e_consts = entry_source(cap, compiled, params, name, miss)
+    e_source, e_consts = entry_source(cap, compiled, params, name, miss, brk)
     ns = codeload.load("entries", name, "import torch\n\n" + g_source + "\n\n" + e_source, {})
     guard = make_guard_function(ns, g_source, g_consts, ordered, params, globals_, name)
     fn = ns["___make_entry"](globals_, *e_consts.values())
@@ -190,6 +202,12 @@ def compile_entry(dispatcher, args) -> Entry:
     except Unsupported as e:
         if dispatcher.options.fullgraph:
             raise
+        tracer = getattr(e, "tracer", None)
+        brk = graph_break.plan(tracer, e) if tracer is not None else None
+        if brk is not None:
+            entry = _break_entry(dispatcher, tracer, brk, name, start)
+            if entry is not None:
+                return entry
         guards = getattr(e, "guards", None) or GuardSet()
         guard, fn, source = load_entry(guards, None, None, params, globals_, name, miss=dispatcher.MISS)
         return Entry(guard, fn, dispatcher.compiles, source=source, reason=str(e),
@@ -201,6 +219,28 @@ def compile_entry(dispatcher, args) -> Entry:
     guard, fn, source = load_entry(cap.tracer.guards, cap, compiled, params, globals_, name)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
                   ops=cap.tracer.graph.op_count)
+    _log(entry, name)
+    return entry
+
+
+def _break_entry(dispatcher, tracer, brk, name: str, start: float) -> Entry | None:
+    """An entry that runs the graph traced before the break, the break, then a resume function."""
+    tracer.graph.rollback(brk.cp.graph_mark)
+    try:
+        cap = Capture(tracer, brk.values(tracer))
+        plan_outputs(cap)
+    except Unsupported:
+        return None  # the frame's values cannot be rebuilt: run the whole call eagerly
+    brk.dispatcher = dispatcher
+    backend_name, backend = dispatcher.backend_for(cap)
+    if backend_name not in GRAD_MODE_AGNOSTIC:
+        tracer.read_grad_mode()
+    gm, compiled = call_backend(cap, backend_name, backend, name)
+    guard, fn, source = load_entry(tracer.guards, cap, compiled, dispatcher.params, dispatcher.globals, name,
+                                   brk=brk)
+    brk.log(dispatcher.qualname)
+    entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
+                  ops=tracer.graph.op_count, graph_break=str(brk.error))
     _log(entry, name)
     return entry
 

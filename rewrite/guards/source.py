@@ -20,6 +20,8 @@ def param_name(name: str) -> str:
     Injective, and never `G` or a `___` helper name: `G` becomes `L_G`, a name that
     already starts with `L_` or `___` gets one more `L_` in front, all others stay.
     """
+    if not name.isidentifier():  # locals such as '.0' or '@py_assert1' (resume functions take them)
+        return "L_" + "".join(c if c.isalnum() or c == "_" else f"_x{ord(c):x}_" for c in name)
     if name == GLOBALS or name.startswith(("L_", "___")):
         return "L_" + name
     return name

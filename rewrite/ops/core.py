@@ -8,7 +8,7 @@ import torch
 
 from ..errors import Unsupported, UserError
 from ..trace.values import (CellVar, ConstVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar,
-                            ObjectVar, TensorVar, TupleVar, Var)
+                            ObjectVar, TensorVar, TupleVar, Var, note_mutation)
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
 IMMUTABLE = SCALARS + (torch.dtype, torch.device, range, slice, types.CodeType, type(Ellipsis), frozenset,
@@ -230,6 +230,8 @@ def setitem(frame, obj: Var, index: Var, value: Var) -> None:
         from .tensors import call_function
         call_function(frame, operator.setitem, (obj, index, value), {})
         return
+    if isinstance(obj, (ListVar, DictVar)) and obj.mutable:
+        note_mutation()
     if isinstance(obj, ListVar) and obj.mutable:
         i = python_value(index, "a list index")
         if isinstance(i, slice):
@@ -244,6 +246,8 @@ def setitem(frame, obj: Var, index: Var, value: Var) -> None:
 
 
 def delitem(frame, obj: Var, index: Var) -> None:
+    if isinstance(obj, (ListVar, DictVar)) and obj.mutable:
+        note_mutation()
     if isinstance(obj, ListVar) and obj.mutable:
         fold(operator.delitem, obj.items, python_value(index, "a list index"))
         return

@@ -9,7 +9,7 @@ import torch
 from ..errors import Unsupported
 from ..guards.guard import IdMatch, NotInDictMatch
 from ..guards.source import AttrSource
-from ..trace.values import ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TupleVar, Var
+from ..trace.values import ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TupleVar, Var, note_mutation
 from .core import const, describe, fold, foldable, key_of, python_value, unpack
 
 # modules whose attributes are taken as constants without a guard (Dynamo does the same for torch)
@@ -84,6 +84,7 @@ def _mutable(v):
     if not v.mutable:
         raise Unsupported(f"mutation of {describe(v)} that came from outside (a side effect the tracer does not "
                           "replay yet)")
+    note_mutation()
 
 
 def list_method(frame, lst: ListVar, name: str, args: list[Var], kwargs) -> Var:

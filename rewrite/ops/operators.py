@@ -6,7 +6,7 @@ import operator
 import torch
 
 from ..errors import Unsupported
-from ..trace.values import ConstVar, ListVar, TensorVar, TupleVar, Var
+from ..trace.values import ConstVar, ListVar, TensorVar, TupleVar, Var, note_mutation
 from .core import const, describe, fold, foldable, unpack
 
 BINARY = {
@@ -55,6 +55,7 @@ def _sequence_op(sym, a, b):
         if sym == "*=" and isinstance(a, ListVar):
             if not a.mutable:
                 raise Unsupported("in-place repeat of an input list (side effect)")
+            note_mutation()
             a.items[:] = a.items * b.value
             return a
         if isinstance(a, TupleVar):
@@ -68,6 +69,7 @@ def _sequence_op(sym, a, b):
 def _extend(lst: ListVar, items) -> ListVar:
     if not lst.mutable:
         raise Unsupported("in-place += on an input list (a side effect the tracer does not replay yet)")
+    note_mutation()
     lst.items.extend(items)
     return lst
 

@@ -27,6 +27,7 @@ class GraphBuilder:
         self._names: set[str] = set()
         self.input_storages: set[int] = set()
         self.op_count = 0
+        self._created: list[torch.fx.Node] = []  # every node, in creation order (for rollback)
         self._last_placeholder = None
         self.input_ids: set[int] = set()
         self._write_check = _InputWriteCheck(self.input_storages, self.input_ids)
@@ -41,6 +42,7 @@ class GraphBuilder:
         where = self._last_placeholder
         with (self.graph.inserting_after(where) if where else self.graph.inserting_before(None)):
             node = self.graph.placeholder(name)
+        self._created.append(node)
         self._last_placeholder = node
         node.meta["example_value"] = value
         node.meta["source"] = source
@@ -80,6 +82,7 @@ class GraphBuilder:
             raise UserError(e) from e
         node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
         node.meta["example_value"] = result
+        self._created.append(node)
         self.op_count += 1
         return node, result
 
@@ -97,11 +100,28 @@ class GraphBuilder:
                 else:
                     item = self.graph.call_function(operator.getitem, (node, i))
                     item.meta["example_value"] = r
+                    self._created.append(item)
                     items.append(TensorVar(item, r))
             if isinstance(result, list):
                 return ListVar(items)
             return TupleVar(items, py_type=type(result))
         raise Unsupported(f"{_target_name(node.target)} returned {type(result).__name__}, which the graph cannot hold")
+
+    def mark(self) -> tuple:
+        return (len(self._created), self.op_count)
+
+    def rollback(self, mark: tuple) -> None:
+        """Forget every node made since `mark` (a graph break keeps only what came before)."""
+        n, ops = mark
+        doomed = set(self._created[n:])
+        for node in reversed(self._created[n:]):
+            self.graph.erase_node(node)
+        del self._created[n:]
+        self.op_count = ops
+        self.inputs = [entry for entry in self.inputs if entry[2] not in doomed]
+        self._by_source = {s: v for s, v in self._by_source.items() if v.node not in doomed}
+        placeholders = [node for node in self.graph.nodes if node.op == "placeholder"]
+        self._last_placeholder = placeholders[-1] if placeholders else None
 
     def aliases_input(self, var: TensorVar) -> bool:
         return _storage(var.value) in self.input_storages

@@ -21,7 +21,7 @@ from ..guards.codegen import GuardSet
 from ..guards.guard import DefaultDtypeMatch, GradModeMatch, NotInMatch
 from ..guards.source import AttrSource, CellContentsSource, GlobalSource, GlobalsSource, ItemSource, LocalSource, Source
 from .graph import GraphBuilder
-from .values import CellVar, FunctionVar, ObjectVar, Var
+from .values import CellVar, FunctionVar, ObjectVar, Var, mutations
 
 HANDLERS: dict = {}
 
@@ -55,6 +55,19 @@ class Yielded(Exception):
 def instructions_of(code: types.CodeType):
     insts = list(dis.get_instructions(code))
     return insts, {inst.offset: i for i, inst in enumerate(insts)}, handled_offsets(code)
+
+
+class Checkpoint:
+    """The root frame just before one instruction: where a graph break resumes from."""
+    __slots__ = ("ip", "stack", "locals", "kw_names", "graph_mark", "mutations")
+
+    def __init__(self, frame):
+        self.mutations = mutations()
+        self.ip = frame.ip
+        self.stack = list(frame.stack)
+        self.locals = dict(frame.locals)
+        self.kw_names = frame.kw_names
+        self.graph_mark = frame.tracer.graph.mark()
 
 
 class _Lazy:
@@ -235,6 +248,7 @@ class Frame:
         self.parent = parent
         self.stack: list[Var] = []
         self.ip = 0
+        self.checkpoint: Checkpoint | None = None  # root frame only
         self.lineno = code.co_firstlineno
         self.kw_names: tuple[str, ...] = ()
 
@@ -303,7 +317,10 @@ class Frame:
         tracer = self.tracer
         log = logs.get("trace") if tracer.log_trace else None
         insts = self.instructions
+        is_root = self is tracer.root
         while True:
+            if is_root:
+                self.checkpoint = Checkpoint(self)
             inst = insts[self.ip]
             self.ip += 1
             if inst.positions is not None and inst.positions.lineno is not None:

@@ -20,6 +20,19 @@ from __future__ import annotations
 from ..guards.source import Source
 
 
+_mutations = 0
+
+
+def note_mutation() -> None:
+    """A list or dict Var is about to change in place (graph breaks must not resume past it)."""
+    global _mutations
+    _mutations += 1
+
+
+def mutations() -> int:
+    return _mutations
+
+
 class Var:
     __slots__ = ("source",)
 
