@@ -15,6 +15,8 @@ from .dispatch import MISS, Dispatcher, Options
 # one rewritten code object (and so one dispatcher) per (original code, globals, options)
 _REWRITTEN: dict = {}
 _DISPATCHERS: "weakref.WeakKeyDictionary[types.CodeType, Dispatcher]" = weakref.WeakKeyDictionary()
+DISABLED: "weakref.WeakSet" = weakref.WeakSet()  # functions that always run eagerly
+ALLOWED: "weakref.WeakSet" = weakref.WeakSet()  # functions recorded as one graph node
 
 
 def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None = None):
@@ -35,7 +37,7 @@ def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None 
     if not isinstance(target, types.FunctionType):
         raise TypeError(f"jit expects a Python function, got {type(fn).__name__}")
     code = target.__code__
-    if is_rewritten(code):
+    if is_rewritten(code) or target in DISABLED:
         return fn
     if code.co_flags & CO_GENERATOR_LIKE:
         return fn  # generators and coroutines run as they are
@@ -50,6 +52,22 @@ def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None 
             logs.get("bytecode").debug("ORIGINAL BYTECODE %s\n%s\nMODIFIED BYTECODE %s\n%s",
                                        target.__qualname__, _dis(code), target.__qualname__, _dis(new))
     target.__code__ = new
+    return fn
+
+
+def disable(fn):
+    """`fn` always runs eagerly: never compiled, and a call to it from compiled code breaks the graph."""
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if isinstance(target, types.FunctionType) and is_rewritten(target.__code__):
+        from .bytecode import original_code
+        target.__code__ = original_code(target.__code__)
+    DISABLED.add(target)
+    return fn
+
+
+def allow_in_graph(fn):
+    """Calls to `fn` are recorded as one opaque graph node (run as they are, never traced into)."""
+    ALLOWED.add(fn.__func__ if isinstance(fn, types.MethodType) else fn)
     return fn
 
 

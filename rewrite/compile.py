@@ -44,6 +44,7 @@ class Entry:
     compile_seconds: float = 0.0
     ops: int = 0
     graph_break: str | None = None  # why the traced part ends early (the rest is a resume function)
+    where: list = field(default_factory=list)  # user stack of the break or fallback: (file, line, function)
 
     @property
     def eager_reason(self) -> str | None:
@@ -195,7 +196,7 @@ def compile_entry(dispatcher, args) -> Entry:
     """Trace one call and build its cache entry (or a guarded fallback entry on Unsupported)."""
     start = time.perf_counter()
     code, globals_, params = dispatcher.code, dispatcher.globals, dispatcher.params
-    name = f"{code.co_name}_{dispatcher.compiles}"
+    name = f"{dispatcher.qualname.rpartition('.')[2]}_{dispatcher.compiles}"
     try:
         cap = capture(code, globals_, params, args)
         plan_outputs(cap)
@@ -211,7 +212,7 @@ def compile_entry(dispatcher, args) -> Entry:
         guards = getattr(e, "guards", None) or GuardSet()
         guard, fn, source = load_entry(guards, None, None, params, globals_, name, miss=dispatcher.MISS)
         return Entry(guard, fn, dispatcher.compiles, source=source, reason=str(e),
-                     compile_seconds=time.perf_counter() - start)
+                     compile_seconds=time.perf_counter() - start, where=list(e.where))
     backend_name, backend = dispatcher.backend_for(cap)
     if backend_name not in GRAD_MODE_AGNOSTIC:
         cap.tracer.read_grad_mode()  # other backends may bake grad mode into what they build
@@ -240,7 +241,7 @@ def _break_entry(dispatcher, tracer, brk, name: str, start: float) -> Entry | No
                                    brk=brk)
     brk.log(dispatcher.qualname)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
-                  ops=tracer.graph.op_count, graph_break=str(brk.error))
+                  ops=tracer.graph.op_count, graph_break=str(brk.error), where=list(brk.error.where))
     _log(entry, name)
     return entry
 

@@ -60,6 +60,7 @@ class Options:
 
 
 _ALL: "weakref.WeakSet[Dispatcher]" = weakref.WeakSet()
+OBSERVERS: list[list] = []  # explain() collects (dispatcher, entry) for each compile while it runs
 
 
 class Dispatcher:
@@ -120,6 +121,8 @@ class Dispatcher:
         if entry.reason is not None and logs.enabled("graph_breaks"):
             logs.get("graph_breaks").debug("%s runs eagerly: %s", self.qualname, entry.reason)
         self.entries.insert(0, entry)
+        for observer in OBSERVERS:
+            observer.append((self, entry))
         self._regenerate()
         return entry.fn(*args)
 

@@ -55,6 +55,12 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if not isinstance(fn, ObjectVar):
         raise Unsupported(f"call to {describe(fn)}")
     value = fn.value
+    from ..api import ALLOWED, DISABLED
+    if isinstance(value, types.FunctionType) and value in DISABLED:
+        raise Unsupported(f"call to {value.__qualname__}, marked rewrite.disable")
+    if isinstance(value, types.FunctionType) and value in ALLOWED:
+        from .tensors import call_function
+        return call_function(frame, value, tuple(args), kwargs)
     if _hashable(value):
         if value in BUILTINS:
             return BUILTINS[value](frame, args, kwargs)

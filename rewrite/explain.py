@@ -1,0 +1,96 @@
+"""`rewrite.explain(fn)(*args)`: what compiling one call produces, without touching fn's cache.
+
+    >>> out = rewrite.explain(f)(x)
+    >>> out.graph_count, out.graph_break_count, out.break_reasons
+    >>> print(out)
+
+The call runs on a fresh copy of `fn` (its own cache), with a backend that records each
+graph before handing it to the usual one. Resume functions made by graph breaks during the
+call are followed too.
+"""
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass, field
+
+from . import dispatch
+from .bytecode import original_code
+
+
+@dataclass
+class BreakReason:
+    reason: str
+    user_stack: list  # (filename, lineno, function), outermost first
+
+    def __str__(self):
+        where = "; ".join(f"{f}:{line}:{fn}" for f, line, fn in self.user_stack)
+        return f"{self.reason.splitlines()[0]} ({where})" if where else self.reason.splitlines()[0]
+
+
+@dataclass
+class ExplainOutput:
+    graphs: list = field(default_factory=list)  # torch.fx.GraphModule, in compile order
+    graph_count: int = 0
+    graph_break_count: int = 0
+    break_reasons: list = field(default_factory=list)  # BreakReason
+    ops_per_graph: list = field(default_factory=list)  # [[op names]]
+    guards: list = field(default_factory=list)  # guard source of each entry compiled
+    result: object = None
+
+    @property
+    def op_count(self) -> int:
+        return sum(len(ops) for ops in self.ops_per_graph)
+
+    def __str__(self):
+        lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
+                 f"Op count: {self.op_count}"]
+        if self.break_reasons:
+            lines.append("Break reasons:")
+            lines += [f"  {i + 1}. {r}" for i, r in enumerate(self.break_reasons)]
+        for i, ops in enumerate(self.ops_per_graph):
+            lines.append(f"Ops in graph {i + 1}: {', '.join(ops) if ops else '(none)'}")
+        lines.append("Guards:")
+        lines += ["  " + line for g in self.guards for line in g.strip().splitlines()]
+        return "\n".join(lines)
+
+
+def explain(fn, backend=None):
+    """`explain(fn)(*args, **kwargs)` -> ExplainOutput for that one call."""
+    from .api import jit
+
+    def run(*args, **kwargs):
+        out = ExplainOutput()
+
+        def recording(gm, example_inputs):
+            from codegen import default_backend, lookup_backend
+            out.graphs.append(gm)
+            out.ops_per_graph.append([str(n.target) if n.op == "call_method" else getattr(n.target, "__name__", str(n.target))
+                                      for n in gm.graph.nodes if n.op in ("call_function", "call_method")])
+            name = backend if backend is not None else default_backend(example_inputs)
+            return lookup_backend(name)[1](gm, example_inputs)
+
+        recording.__name__ = backend if isinstance(backend, str) else "python"  # same guards as a real run
+
+        target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+        copy = types.FunctionType(original_code(target.__code__), target.__globals__, target.__name__,
+                                  target.__defaults__, target.__closure__)
+        copy.__kwdefaults__ = target.__kwdefaults__
+        jit(copy, backend=recording)
+        compiled: list = []
+        dispatch.OBSERVERS.append(compiled)
+        try:
+            bound = types.MethodType(copy, fn.__self__) if isinstance(fn, types.MethodType) else copy
+            out.result = bound(*args, **kwargs)
+        finally:
+            dispatch.OBSERVERS.remove(compiled)
+        for _dispatcher, entry in compiled:
+            out.guards.append(entry.guard.source)
+            reason = entry.eager_reason
+            if reason is not None:
+                where = getattr(entry, "where", [])
+                out.break_reasons.append(BreakReason(reason.split("\n  at ")[0], where))
+        out.graph_count = len(out.graphs)
+        out.graph_break_count = len(out.break_reasons)
+        return out
+
+    return run
