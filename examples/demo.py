@@ -24,6 +24,15 @@ def eager_f(x, n):
     return y.relu()
 
 
+def branchy(x):
+    y = x * 2
+    if y.sum() > 0:  # data-dependent: the graph breaks here
+        z = y.relu()
+    else:
+        z = y.tanh()
+    return z + 1
+
+
 def main():
     original = f
     assert jit(f) is original, "jit rewrites f.__code__ in place and returns f itself"
@@ -43,6 +52,9 @@ def main():
     print(" -", oldest.guard.failures((x, 5))[0], "\n")
     print("== the entry that runs on a hit (python backend, straight-line torch calls) ==")
     print(newest.source)
+
+    print("== a graph break: explain() on Dynamo's own example ==")
+    print(rewrite.explain(branchy)(x), "\n")
 
     print("== speed: a cache hit against a direct call and torch.compile(backend='eager') ==")
     dynamo_f = torch.compile(eager_f, backend="eager")
