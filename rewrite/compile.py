@@ -25,7 +25,7 @@ from .guards.codegen import GuardFunction, GuardSet, guard_source, make_guard_fu
 from .guards.guard import Consts
 from .guards.source import GLOBALS, param_name
 from .trace.interpreter import Tracer
-from .trace.values import ConstVar, DictVar, DictViewVar, ListVar, ObjectVar, TensorVar, TupleVar, Var
+from .trace.values import ConstVar, DictVar, DictViewVar, IteratorVar, ListVar, ObjectVar, TensorVar, TupleVar, Var
 
 
 # backends that run the graph's torch calls as they are, so grad mode applies at run time
@@ -117,6 +117,11 @@ def plan_outputs(cap: Capture) -> None:
                 return cap.consts.ref(v.value)
             if isinstance(v, DictViewVar):
                 return f"{rebuild(v.dict_var)}.{v.kind}()"
+            if isinstance(v, IteratorVar) and v.step is None and v.on_next is None and v.over is None:
+                # a loop's iterator at a graph break: what is left of it, as a tuple (the resume
+                # function turns it back into an iterator)
+                rest = ", ".join(rebuild(i) for i in v.items[v.pos:])
+                return f"({rest}{',' if rest else ''})"
             raise Unsupported(f"returning {type(v).__name__} from a compiled function")
 
         return rebuild(cap.result)

@@ -22,7 +22,7 @@ import types
 from . import api, logs
 from .bytecode.resume import resume_code
 from .errors import Unsupported
-from .trace.values import NULL, ConstVar, TensorVar, TupleVar, mutations
+from .trace.values import NULL, ConstVar, IteratorVar, TensorVar, TupleVar, mutations
 
 CALLS = {"CALL"}
 JUMPS = {"POP_JUMP_FORWARD_IF_TRUE": True, "POP_JUMP_BACKWARD_IF_TRUE": True,
@@ -101,12 +101,13 @@ class Break:
     def resume(self, tracer, dispatcher, offset: int, n_stack: int):
         """The jitted resume function for `offset` (one per code, offset and frame layout)."""
         code = tracer.code
-        key = (code, offset, n_stack, self.local_names, dispatcher.options)
+        iterators = frozenset(i for i, v in enumerate(self.cp.stack[:n_stack]) if isinstance(v, IteratorVar))
+        key = (code, offset, n_stack, self.local_names, iterators, dispatcher.options)
         fn = _RESUMES.get(key)
         if fn is None:
             line = _line_of(tracer.root, offset)
             name = f"resume_in_{code.co_name}_at_{line}"
-            new = resume_code(code, offset, n_stack, self.local_names, name)
+            new = resume_code(code, offset, n_stack, self.local_names, name, iterators)
             fn = types.FunctionType(new, dispatcher.globals, name)
             o = dispatcher.options
             api.jit(fn, backend=o.backend, fullgraph=o.fullgraph, dynamic=o.dynamic)

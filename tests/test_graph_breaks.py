@@ -178,3 +178,36 @@ def test_allow_in_graph_records_one_opaque_node():
         assert_same(f(x), eager(x))
     assert cnt.frame_count == 1
     assert any(n.target is opaque for n in cnt.graphs[0].graph.nodes)
+
+
+def test_break_inside_a_loop_resumes_the_loop(capsys):
+    def f(x, n):
+        acc = []
+        for i in range(n):
+            x = x * 2
+            print("step", i)
+            acc.append(x.sum())
+        return x, acc
+
+    eager = eager_copy(f)
+    jit(f)
+    for _ in range(2):
+        assert_same(f(torch.ones(2), 3), eager(torch.ones(2), 3))
+    out = capsys.readouterr().out
+    assert out == "step 0\nstep 1\nstep 2\n" * 4
+    assert dispatcher_of(f).entries[0].graph_break is not None
+
+
+def test_break_while_iterating_a_list_that_grows():
+    def f(x):
+        xs = [x]
+        for t in xs:
+            if len(xs) < 3:
+                xs.append(t * 2)
+            print(len(xs))
+        return xs
+
+    eager = eager_copy(f)
+    jit(f)
+    for _ in range(2):
+        assert_same(f(torch.ones(1)), eager(torch.ones(1)))

@@ -17,7 +17,9 @@ from . import compat
 
 
 def resume_code(code: types.CodeType, offset: int, n_stack: int, local_names: tuple[str, ...],
-                name: str) -> types.CodeType:
+                name: str, iterators: frozenset = frozenset()) -> types.CodeType:
+    """`iterators`: stack slots that held a loop's iterator; they arrive as a tuple of what
+    was left, and the new start turns each back into an iterator (GET_ITER)."""
     bc = Bytecode.from_code(code)
     # the k-th instruction of dis (no EXTENDED_ARG, no CACHE) is the k-th Instr of the bytecode
     k = [i.offset for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"].index(offset)
@@ -36,8 +38,12 @@ def resume_code(code: types.CodeType, offset: int, n_stack: int, local_names: tu
     line = code.co_firstlineno
     loc = InstrLocation(line, line, None, None)
     start = compat.preamble_end(bc)
-    bc[start:start] = [*(Instr("LOAD_FAST", s, location=loc) for s in stack_names),
-                       compat.jump_forward(Instr, target, loc)]
+    prologue = []
+    for i, s in enumerate(stack_names):
+        prologue.append(Instr("LOAD_FAST", s, location=loc))
+        if i in iterators:
+            prologue.append(Instr("GET_ITER", location=loc))
+    bc[start:start] = [*prologue, compat.jump_forward(Instr, target, loc)]
     bc.argnames = [*stack_names, *local_names]
     bc.argcount = len(bc.argnames)
     bc.posonlyargcount = 0

@@ -165,7 +165,7 @@ def iterate(frame, v: Var) -> IteratorVar:
     if isinstance(v, IteratorVar):
         return v
     if isinstance(v, ListVar):
-        return IteratorVar(v.items, live=True)
+        return IteratorVar(v.items, live=True, over=v)
     if isinstance(v, (DictVar, DictViewVar)):
         d = v if isinstance(v, DictVar) else v.dict_var
         size = len(d.items)

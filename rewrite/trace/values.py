@@ -137,10 +137,11 @@ class IteratorVar(Var):
     (generators, enumerate, zip, map, filter), so they interleave with their consumer as
     they do in Python.
     """
-    __slots__ = ("items", "pos", "on_next", "step")
+    __slots__ = ("items", "pos", "on_next", "step", "over")
 
-    def __init__(self, items=(), live: bool = False, on_next=None, step=None):
+    def __init__(self, items=(), live: bool = False, on_next=None, step=None, over=None):
         super().__init__(None)
+        self.over = over  # the ListVar a live iterator walks
         self.items = items if live else list(items)
         self.pos = 0
         self.on_next = on_next  # a check run before each step (dicts: size unchanged)
