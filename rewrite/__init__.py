@@ -7,12 +7,12 @@
         ...
 """
 from . import config
-from .api import allow_in_graph, disable, dispatcher_of, jit
+from .api import allow_in_graph, disable, dispatcher_of, graph_break, jit
 from .explain import explain
 from .dispatch import reset_all as reset
 from .errors import BackendCompilerFailed, RecompileLimitExceeded, RewriteError, Unsupported
 from codegen import list_backends, register_backend
 
 __all__ = ["jit", "reset", "config", "register_backend", "list_backends", "dispatcher_of", "explain", "disable",
-           "allow_in_graph",
+           "allow_in_graph", "graph_break",
            "RewriteError", "Unsupported", "BackendCompilerFailed", "RecompileLimitExceeded"]

@@ -65,10 +65,17 @@ def disable(fn):
     return fn
 
 
+def graph_break() -> None:
+    """Break the graph here: what comes before and after compile as separate graphs."""
+
+
 def allow_in_graph(fn):
     """Calls to `fn` are recorded as one opaque graph node (run as they are, never traced into)."""
     ALLOWED.add(fn.__func__ if isinstance(fn, types.MethodType) else fn)
     return fn
+
+
+disable(graph_break)
 
 
 def dispatcher_of(fn) -> Dispatcher:

@@ -211,3 +211,19 @@ def test_break_while_iterating_a_list_that_grows():
     jit(f)
     for _ in range(2):
         assert_same(f(torch.ones(1)), eager(torch.ones(1)))
+
+
+def test_explicit_graph_break():
+    cnt = CompileCounter()
+
+    def f(x):
+        y = x.sin()
+        rewrite.graph_break()
+        return y.cos()
+
+    eager = eager_copy(f)
+    jit(f, backend=cnt)
+    for _ in range(2):
+        assert_same(f(torch.ones(2)), eager(torch.ones(2)))
+    assert cnt.frame_count == 2
+    assert "graph_break" in dispatcher_of(f).entries[0].graph_break
