@@ -76,7 +76,7 @@ class Break:
         if self.kind == "call":
             argc = self.inst.arg
             kw = self.cp.kw_names
-            first, second = stack[-(argc + 2)], stack[-(argc + 1)]
+            first = stack[-(argc + 2)]  # NULL below a plain callable, else (method, self)
             args = value[n_stack - argc:n_stack]
             fn, args = (value[n_stack - argc - 1], args) if first is NULL else \
                 (value[n_stack - argc - 2], [value[n_stack - argc - 1], *args])

@@ -11,8 +11,8 @@ import types
 import torch
 
 from ..errors import Unsupported
-from ..trace.values import ConstVar, DictVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var
-from .core import DATA_DEPENDENT_HINT, const, describe, fold, foldable
+from ..trace.values import ConstVar, DictVar, ListVar, MethodVar, TensorVar, TupleVar, Var
+from .core import const, describe, fold, foldable
 
 # --- tensor attributes --------------------------------------------------------------------
 # known from metadata: (needs a static shape?)

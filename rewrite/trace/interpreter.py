@@ -191,7 +191,7 @@ def _global_source_for(globals_: dict, root_globals: dict, fn_source: Source | N
 
 def bind_arguments(code, args, kwargs, defaults, kwdefaults) -> dict[str, Var]:
     """Python's argument binding, over Vars."""
-    from .values import ConstVar, DictVar, TupleVar
+    from .values import DictVar, TupleVar
     npos, nkw = code.co_argcount, code.co_kwonlyargcount
     names = code.co_varnames
     has_varargs, has_varkw = bool(code.co_flags & 0x04), bool(code.co_flags & 0x08)
