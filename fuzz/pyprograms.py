@@ -207,7 +207,7 @@ class Gen:
         # so that programs dense in a few constructs (and traceable to the end) are common
         # (appending to the global LOG makes the whole call run eagerly: a few programs do it)
         self.stmts_on = {name for name in SWARM_STATEMENTS if self.chance(2 if name == "s_log" else 5)}
-        self.types_on = {INT, LIST} | {t for t in (STR, BOOL, FLOAT, DICT, TUPLE, SET) if self.chance(5)}
+        self.types_on = {INT, LIST} | {t for t in (STR, BOOL, FLOAT, DICT, TUPLE, SET) if self.chance(2 if t == SET else 5)}
 
     # -- drawing ----------------------------------------------------------------------------
     def pick(self, options):
@@ -278,6 +278,10 @@ class Gen:
     def key(self, sc):
         return self.choose([lambda: lit(self.pick(KEYS)), lambda: self.atom(sc, STR)])
 
+    def ty(self, *options):
+        """One of the types `options` that this program uses (the first one if it uses none)."""
+        return self.pick([t for t in options if t in self.types_on] or [options[0]])
+
     def any_type(self):
         return self.pick([t for t in (INT, LIST, STR, BOOL, FLOAT, DICT, TUPLE, INT, LIST, SET) if t in self.types_on])
 
@@ -295,7 +299,7 @@ class Gen:
             lambda: self.atom(sc, LIST),
             lambda: f"range({self.small_int(sc)})",
             lambda: self.atom(sc, TUPLE),
-            lambda: f"sorted({self.atom(sc, SET)})",
+            lambda: f"sorted({self.atom(sc, self.ty(SET, LIST))})",
         ]
         if self.callables(sc, GEN):
             c.append(lambda: f"{self.call_of(sc, GEN)}({self.small_int(sc)})")
@@ -343,7 +347,7 @@ class Gen:
             lambda: f"abs({e()})",
             lambda: f"({e()} {self.pick(['&', '|', '^'])} {e()})",
             lambda: f"({e()} {self.pick(['<<', '>>'])} {self.int_in(0, 3)})",
-            lambda: f"len({e(self.pick([LIST, STR, DICT, TUPLE, SET]))})",
+            lambda: f"len({e(self.ty(LIST, STR, DICT, TUPLE, SET))})",
             lambda: f"{self.pick(['min', 'max'])}({e()}, {e()})",
             lambda: f"max({e()}, {e()}, {e()})",
             lambda: f"({e()} if {e(BOOL)} else {e()})",
@@ -351,10 +355,10 @@ class Gen:
             lambda: f"{e(TUPLE)}[{self.int_in(-2, 2)}]",
             lambda: f"{e(DICT)}[{self.key(sc)}]",
             lambda: f"{e(DICT)}.get({self.key(sc)}, {e()})",
-            lambda: f"sum({e(self.pick([LIST, TUPLE]))})",
+            lambda: f"sum({e(self.ty(LIST, TUPLE))})",
             lambda: f"{self.pick(['min', 'max'])}({e(LIST)})",
             lambda: f"max({e(LIST)}, default={e()})",
-            lambda: f"int({e(self.pick([FLOAT, BOOL]))})",
+            lambda: f"int({e(self.ty(FLOAT, BOOL))})",
             lambda: f"int({e(STR)})",
             lambda: f"round({e(FLOAT)})",
             lambda: f"{e(STR)}.{self.pick(['find', 'count'])}({e(STR)})",
@@ -382,7 +386,7 @@ class Gen:
 
     def e_float(self, sc, d):
         e = lambda ty=FLOAT: self.expr(sc, ty, d)  # noqa: E731
-        num = lambda: e(self.pick([FLOAT, INT]))  # noqa: E731
+        num = lambda: e(self.ty(FLOAT, INT))  # noqa: E731
         return self.choose([
             lambda: f"({num()} {self.pick(['+', '-', '*'])} {num()})",
             lambda: f"({num()} / {num()})",
@@ -406,12 +410,12 @@ class Gen:
         cmp = lambda: self.pick(["<", "<=", ">", ">=", "==", "!="])  # noqa: E731
         c = [
             lambda: f"({e()} {cmp()} {e()})",
-            lambda: f"({e(FLOAT)} {cmp()} {e(self.pick([INT, FLOAT]))})",
+            lambda: f"({e(FLOAT)} {cmp()} {e(self.ty(INT, FLOAT))})",
             lambda: f"({e(STR)} {cmp()} {e(STR)})",
             lambda: f"({e()} {cmp()} {e()} {cmp()} {e()})",
             lambda: f"(not {e(BOOL)})",
             lambda: f"({e(BOOL)} {self.pick(['and', 'or'])} {e(BOOL)})",
-            lambda: f"({e()} {self.pick(['in', 'not in'])} {e(self.pick([LIST, TUPLE, SET]))})",
+            lambda: f"({e()} {self.pick(['in', 'not in'])} {e(self.ty(LIST, TUPLE, SET))})",
             lambda: f"({self.key(sc)} in {e(DICT)})",
             lambda: f"({e(STR)} in {e(STR)})",
             lambda: f"isinstance({e(self.any_type())}, {self.pick(['int', 'float', 'str', 'list', 'bool', 'dict', '(int, float)', '(list, tuple)'])})",
@@ -424,7 +428,7 @@ class Gen:
             lambda: f"({e(LIST)} < {e(LIST)})",
             lambda: f"({e(DICT)} == {e(DICT)})",
             lambda: f"({e(TUPLE)} {cmp()} {e(TUPLE)})",
-            lambda: f"({e(SET)} <= {e(SET)})",
+            lambda: f"({(e(ty := self.ty(SET, LIST)))} <= {e(ty)})",
             lambda: f"({e(FLOAT)} != {e(FLOAT)})",
             lambda: f"{e(FLOAT)}.is_integer()",
         ]
@@ -440,7 +444,7 @@ class Gen:
         self.in_fstring = True
         try:
             for _ in range(self.int_in(1, 3)):
-                ty = self.pick([INT, STR, FLOAT, LIST, BOOL, TUPLE])
+                ty = self.ty(INT, STR, FLOAT, LIST, BOOL, TUPLE)
                 val = self.expr(sc, ty, d).replace('"', "'")
                 if self.chance(2):
                     parts.append(self.pick(["-", ":", "", "x=", " "]))
@@ -490,11 +494,11 @@ class Gen:
         e = lambda ty=LIST: self.expr(sc, ty, d)  # noqa: E731
         c = [
             lambda: f"[{', '.join(self.expr(sc, INT, d) for _ in range(self.int_in(0, 3)))}]",
-            lambda: f"list({e(self.pick([LIST, TUPLE, SET]))})",
+            lambda: f"list({e(self.ty(LIST, TUPLE, SET))})",
             lambda: f"({e()} + {e()})",
             lambda: f"({e()} * {self.int_in(0, 2)})",
             lambda: f"{e()}[{self.pick(['', '1', '-2'])}:{self.pick(['', '2', '-1'])}{self.pick(['', ':2', ':-1'])}]",
-            lambda: f"sorted({e(self.pick([LIST, TUPLE, SET]))}{self.pick(['', ', reverse=True', ', key=abs', ', key=lambda t: -t'])})",
+            lambda: f"sorted({e(self.ty(LIST, TUPLE, SET))}{self.pick(['', ', reverse=True', ', key=abs', ', key=lambda t: -t'])})",
             lambda: f"[{self.comprehension(sc, d)}]",
             lambda: f"list(range({self.small_int(sc)}))",
             lambda: f"list(range({self.int_in(-2, 2)}, {self.int_in(0, 6)}, {self.pick([1, 2, -1])}))",
@@ -542,7 +546,7 @@ class Gen:
             lambda: f"(*{e()}, {self.expr(sc, INT, d)})",
             lambda: f"({e()} + {e()})",
             lambda: f"{e()}[::{self.pick([1, -1, 2])}]",
-            lambda: f"tuple(sorted({e(SET)}))",
+            lambda: f"tuple(sorted({e(self.ty(SET, LIST))}))",
             lambda: f"tuple({self.genexp(sc, d)})",
         ])
 
@@ -550,7 +554,7 @@ class Gen:
         e = lambda ty=SET: self.expr(sc, ty, d)  # noqa: E731
         return self.choose([
             lambda: "{" + ", ".join(self.expr(sc, INT, d) for _ in range(self.int_in(1, 3))) + "}",
-            lambda: f"set({self.expr(sc, self.pick([LIST, TUPLE]), d)})",
+            lambda: f"set({self.expr(sc, self.ty(LIST, TUPLE), d)})",
             lambda: f"{{{self.comprehension(sc, d)}}}",
             lambda: f"({e()} {self.pick(['|', '&', '-', '^'])} {e()})",
             lambda: f"{{{(v := self.fresh('c'))} % {self.int_in(2, 4)} for {v} in {self.expr(sc, LIST, d)}}}",
@@ -641,7 +645,7 @@ class Gen:
             return [f"{name} {op} {self.atom(sc, INT) if op != '<<=' else self.int_in(0, 3)}"], False
         if ty == FLOAT:
             op = self.pick(["+=", "-=", "*=", "/="])
-            rhs = self.literal(FLOAT) if sc.repeat and op in ("*=", "/=") else self.atom(sc, self.pick([FLOAT, INT]))
+            rhs = self.literal(FLOAT) if sc.repeat and op in ("*=", "/=") else self.atom(sc, self.ty(FLOAT, INT))
             return [f"{name} {op} {rhs}"], False
         if ty == STR:
             rhs = self.literal(STR) if sc.repeat else self.atom(sc, STR)
@@ -744,7 +748,7 @@ class Gen:
             lambda: "None",
             lambda: self.pick(sorted(n for n, t in sc.vars.items() if t in DATA or n == "LOG")),
         ])
-        if self.chance(5):  # the function's own variables too: a wrong value anywhere shows
+        if self.chance(7):  # the function's own variables too: a wrong value anywhere shows
             names = [n for n, t in sc.vars.items() if t in DATA and n not in PRELUDE_VARS]
             if names:
                 value = f"{value}, [{', '.join(names)}]"
@@ -841,13 +845,13 @@ class Gen:
             lambda: (f"for {a} in range({self.int_in(-1, 2)}, {self.int_in(0, 5)}):", {a: INT}, False),
             lambda: (f"for {a} in {self.atom(sc, LIST)}:", {a: INT}, True),
             lambda: (f"for {a}, {b} in enumerate({self.atom(sc, LIST)}):", {a: INT, b: INT}, True),
-            lambda: (f"for {a}, {b} in zip({self.atom(sc, LIST)}, {self.atom(sc, self.pick([LIST, TUPLE]))}):",
+            lambda: (f"for {a}, {b} in zip({self.atom(sc, LIST)}, {self.atom(sc, self.ty(LIST, TUPLE))}):",
                      {a: INT, b: INT}, True),
             lambda: (f"for {a}, {b} in {self.atom(sc, DICT)}.items():", {a: STR, b: INT}, False),
             lambda: (f"for {a} in {self.atom(sc, DICT)}:", {a: STR}, False),
             lambda: (f"for {a} in {self.atom(sc, TUPLE)}:", {a: INT}, True),
             lambda: (f"for {a} in {self.atom(sc, STR)}:", {a: STR}, True),
-            lambda: (f"for {a} in sorted({self.atom(sc, SET)}):", {a: INT}, False),
+            lambda: (f"for {a} in sorted({self.atom(sc, self.ty(SET, LIST))}):", {a: INT}, False),
             lambda: (f"for {a} in reversed({self.atom(sc, LIST)}):", {a: INT}, True),
         ]
         if sc.of(ITER):
@@ -1021,7 +1025,7 @@ class Gen:
         star = self.chance(2)
         kwonly = []
         for i in range(self.int_in(0, 2)):
-            ty = self.pick([INT, STR, LIST, BOOL])
+            ty = self.ty(INT, STR, LIST, BOOL)
             kwonly.append((f"k{i}", ty, self.literal(ty) if self.chance(4) else None))
         dstar = self.chance(2)
 
@@ -1079,7 +1083,53 @@ class Gen:
                 for k in self.draw(st.lists(st.sampled_from(["z", "w"]), max_size=2, unique=True)):
                     kwargs[k] = value(INT, pool)
             calls.append((tuple(args), kwargs))
+        if self.chance(5):  # the second set: the first one, nudged (what a guard must notice)
+            calls[1] = self.nudge(*calls[0])
         return PyProgram(source, FUNC_NAME, *calls[0], *calls[1])
+
+    def nudge(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """A copy of one argument set with one or two small changes: 1 -> True, 0.0 -> -0.0,
+        7.0 -> 7, one list item changed, a dict's keys reordered, two lists made one."""
+        args, kwargs = copy.deepcopy((list(args), dict(kwargs)))
+        slots = [(args, i) for i in range(len(args))] + [(kwargs, k) for k in kwargs]
+        if not slots:
+            return tuple(args), kwargs
+        for _ in range(self.int_in(1, 2)):
+            where, key = self.pick(slots)
+            where[key] = self.nudged(where[key], [c[k] for c, k in slots if isinstance(c[k], list)])
+        if len(kwargs) > 1 and self.chance(2):  # the same keyword arguments in another order
+            kwargs = dict(reversed(list(kwargs.items())))
+        return tuple(args), kwargs
+
+    def nudged(self, v, lists):
+        if isinstance(v, bool):
+            return self.pick([int(v), not v])
+        if isinstance(v, int):
+            return self.pick([v + 1, -v, bool(v) if v in (0, 1) else v - 1, float(v)])
+        if isinstance(v, float):
+            if v == 0.0:
+                return -v
+            return self.pick([int(v) if v.is_integer() else v + 0.5, -v, float("nan")])
+        if isinstance(v, str):
+            return self.pick([v + "a", v[1:], v.upper(), " "])
+        if isinstance(v, list):
+            c = [lambda: v + [self.pick(INT_LITS[:9])], lambda: v[1:]]
+            if v:
+                c.append(lambda: [self.nudged(v[0], [])] + v[1:])
+            others = [x for x in lists if x is not v]
+            if others:
+                c.append(lambda: self.pick(others))  # now the same list as another argument
+            return self.choose(c)
+        if isinstance(v, tuple):
+            return tuple(self.nudged(list(v), []))
+        if isinstance(v, dict):
+            items = list(v.items())
+            if len(items) > 1 and self.chance(4):
+                return dict(reversed(items))  # equal, but iterates in another order
+            return {**v, self.pick(KEYS + ["zz"]): self.pick(INT_LITS[:9])}
+        if isinstance(v, set):
+            return v | {self.int_in(-3, 5)}
+        return v
 
 
 @dataclasses.dataclass(frozen=True)
