@@ -82,15 +82,15 @@ class Break:
                 (value[n_stack - argc - 2], [value[n_stack - argc - 1], *args])
             npos = len(args) - len(kw)
             call_args = [*args[:npos], *(f"{k}={a}" for k, a in zip(kw, args[npos:]))]
-            below = value[:n_stack - argc - 2]
-            resume = self.resume(tracer, dispatcher, self.next_offset, len(below) + 1)
+            below = [v for v, s in zip(value[:n_stack - argc - 2], stack) if s is not NULL]
+            resume = self.resume(tracer, dispatcher, self.next_offset, n_stack - argc - 1)
             consts["___resume"] = resume
             return [f"___r = {fn}({', '.join(call_args)})",
                     f"return ___resume({', '.join([*below, '___r', *local_args])})"]
         jump_if = JUMPS[self.inst.opname]
-        below = value[:n_stack - 1]
-        taken = self.resume(tracer, dispatcher, self.inst.argval, len(below))
-        fallthrough = self.resume(tracer, dispatcher, self.next_offset, len(below))
+        below = [v for v, s in zip(value[:n_stack - 1], stack) if s is not NULL]
+        taken = self.resume(tracer, dispatcher, self.inst.argval, n_stack - 1)
+        fallthrough = self.resume(tracer, dispatcher, self.next_offset, n_stack - 1)
         consts["___resume_jump"], consts["___resume_next"] = taken, fallthrough
         args = ", ".join([*below, *local_args])
         test = f"___v[{n_stack - 1}]"
@@ -101,13 +101,19 @@ class Break:
     def resume(self, tracer, dispatcher, offset: int, n_stack: int):
         """The jitted resume function for `offset` (one per code, offset and frame layout)."""
         code = tracer.code
-        iterators = frozenset(i for i, v in enumerate(self.cp.stack[:n_stack]) if isinstance(v, IteratorVar))
-        key = (code, offset, n_stack, self.local_names, iterators, dispatcher.options)
+        below = self.cp.stack[:n_stack]
+        iterators = frozenset(i for i, v in enumerate(below) if isinstance(v, IteratorVar))
+        nulls = frozenset(i for i, v in enumerate(below) if v is NULL)
+        if self.kind == "call" and n_stack - 1 in nulls:
+            nulls = nulls - {n_stack - 1}  # that slot is the call's result, not the NULL it replaced
+        # code objects compare by value: the same source run in two modules must not share globals
+        key = (code, id(dispatcher.globals), offset, n_stack, self.local_names, iterators, nulls,
+               dispatcher.options)
         fn = _RESUMES.get(key)
         if fn is None:
             line = _line_of(tracer.root, offset)
             name = f"resume_in_{code.co_name}_at_{line}"
-            new = resume_code(code, offset, n_stack, self.local_names, name, iterators)
+            new = resume_code(code, offset, n_stack, self.local_names, name, iterators, nulls)
             fn = types.FunctionType(new, dispatcher.globals, name)
             o = dispatcher.options
             api.jit(fn, backend=o.backend, fullgraph=o.fullgraph, dynamic=o.dynamic)

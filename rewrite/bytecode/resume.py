@@ -17,9 +17,10 @@ from . import compat
 
 
 def resume_code(code: types.CodeType, offset: int, n_stack: int, local_names: tuple[str, ...],
-                name: str, iterators: frozenset = frozenset()) -> types.CodeType:
+                name: str, iterators: frozenset = frozenset(), nulls: frozenset = frozenset()) -> types.CodeType:
     """`iterators`: stack slots that held a loop's iterator; they arrive as a tuple of what
-    was left, and the new start turns each back into an iterator (GET_ITER)."""
+    was left, and the new start turns each back into an iterator (GET_ITER). `nulls`: slots
+    that held the NULL of a pending call; they are pushed again (PUSH_NULL), not passed."""
     bc = Bytecode.from_code(code)
     # the k-th instruction of dis (no EXTENDED_ARG, no CACHE) is the k-th Instr of the bytecode
     k = [i.offset for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"].index(offset)
@@ -34,13 +35,16 @@ def resume_code(code: types.CodeType, offset: int, n_stack: int, local_names: tu
     while any(v.startswith(prefix) for v in code.co_varnames):  # a resume of a resume
         level += 1
         prefix = f"___stack{level}_"
-    stack_names = [f"{prefix}{i}" for i in range(n_stack)]
+    stack_names = [f"{prefix}{i}" for i in range(n_stack) if i not in nulls]
     line = code.co_firstlineno
     loc = InstrLocation(line, line, None, None)
     start = compat.preamble_end(bc)
     prologue = []
-    for i, s in enumerate(stack_names):
-        prologue.append(Instr("LOAD_FAST", s, location=loc))
+    for i in range(n_stack):
+        if i in nulls:
+            prologue.append(Instr("PUSH_NULL", location=loc))
+            continue
+        prologue.append(Instr("LOAD_FAST", f"{prefix}{i}", location=loc))
         if i in iterators:
             prologue.append(Instr("GET_ITER", location=loc))
     bc[start:start] = [*prologue, compat.jump_forward(Instr, target, loc)]

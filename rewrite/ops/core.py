@@ -252,6 +252,6 @@ def delitem(frame, obj: Var, index: Var) -> None:
         fold(operator.delitem, obj.items, python_value(index, "a list index"))
         return
     if isinstance(obj, DictVar) and obj.mutable:
-        obj.items.pop(key_of(index))
+        fold(operator.delitem, obj.items, key_of(index))
         return
     raise Unsupported(f"del on an item of {describe(obj)}")

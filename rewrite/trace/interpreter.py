@@ -18,7 +18,7 @@ from .. import config, logs
 from ..bytecode.compat import SUPPORTED, handled_offsets
 from ..errors import Unsupported
 from ..guards.codegen import GuardSet
-from ..guards.guard import DefaultDtypeMatch, GradModeMatch, NotInMatch
+from ..guards.guard import DefaultDtypeMatch, GradModeMatch, IdMatch, NotInMatch
 from ..guards.source import AttrSource, CellContentsSource, GlobalSource, GlobalsSource, ItemSource, LocalSource, Source
 from .graph import GraphBuilder
 from .values import CellVar, FunctionVar, ObjectVar, Var, mutations
@@ -144,6 +144,8 @@ class Tracer:
                 CellVar(real=c, source=ItemSource(AttrSource(fn_source, "__closure__"), i) if fn_source else None)
                 for i, c in enumerate(fn.__closure__ or ()))
             global_source = _global_source_for(globals_, self.globals, fn_source)
+            if fn_source is not None:  # the function object may keep its identity and change its code
+                self.guards.add(IdMatch(AttrSource(fn_source, "__code__"), fn.__code__))
         if code.co_flags & (0x80 | 0x100 | 0x200):
             raise Unsupported(f"call to coroutine function {code.co_qualname}")
         if self.depth >= config.max_inline_depth:
