@@ -90,6 +90,24 @@ def ticks(n):
 PRELUDE_VARS = {"G_K": INT, "G_S": STR, "G_N": INT, "LOG": "log", "helper": FUNC, "ticks": GEN}
 
 
+def elements(options):
+    """Like `st.sampled_from`, drawn by index: sampled_from hashes its elements, and functions
+    and nan hash by identity (strs by a per-process seed), which made `derandomize=True` draw
+    different programs from run to run."""
+    options = list(options)
+    return st.integers(0, len(options) - 1).map(options.__getitem__)
+
+
+# value strategies, made once
+SMALL_LITS = elements(INT_LITS[:9])
+KEY_LITS = elements(KEYS)
+ARG_KEYS = elements([*KEYS, "zz"])
+EXTRA_KWARGS = elements(["z", "w"])
+SMALL_INTS = st.integers(-6, 12) | elements([2 ** 40, -(2 ** 63), 10 ** 30])
+FLOATS = (elements([0.0, -0.0, 1.5, -3.25, 0.1, 1e16, 7.0, float("inf"), float("nan")])
+          | st.floats(-100, 100, allow_nan=False).map(lambda x: round(x, 2)))
+
+
 # ------------------------------------------------------------------------------------------
 # source text helpers
 # ------------------------------------------------------------------------------------------
@@ -219,7 +237,7 @@ class Gen:
 
     # -- drawing ----------------------------------------------------------------------------
     def pick(self, options):
-        return self.draw(st.sampled_from(options))
+        return options[self.draw(st.integers(0, len(options) - 1))]
 
     def chance(self, p_in_8: int) -> bool:
         return self.draw(st.integers(0, 7)) < p_in_8
@@ -258,14 +276,14 @@ class Gen:
         if ty == STR:
             return lit(self.pick(STR_LITS))
         if ty == LIST:
-            return lit(self.draw(st.lists(st.sampled_from(INT_LITS[:9]), max_size=4)))
+            return lit(self.draw(st.lists(SMALL_LITS, max_size=4)))
         if ty == DICT:
-            keys = self.draw(st.lists(st.sampled_from(KEYS), max_size=3, unique=True))
+            keys = self.draw(st.lists(KEY_LITS, max_size=3, unique=True))
             return lit({k: self.pick(INT_LITS[:9]) for k in keys})
         if ty == TUPLE:
-            return lit(tuple(self.draw(st.lists(st.sampled_from(INT_LITS[:9]), max_size=3))))
+            return lit(tuple(self.draw(st.lists(SMALL_LITS, max_size=3))))
         if ty == SET:
-            return lit(set(self.draw(st.lists(st.sampled_from(INT_LITS[:9]), max_size=3))))
+            return lit(set(self.draw(st.lists(SMALL_LITS, max_size=3))))
         raise AssertionError(ty)
 
     def atom(self, sc, ty):
@@ -993,12 +1011,11 @@ class Gen:
     # -- the function and its call ------------------------------------------------------------
     def value(self, ty, pool):
         """An argument value of type `ty` (a list may be one already in `pool`: aliasing)."""
-        small = st.integers(-6, 12) | st.sampled_from([2 ** 40, -(2 ** 63), 10 ** 30])
+        small = SMALL_INTS
         if ty == INT:
             return self.draw(small)
         if ty == FLOAT:
-            return self.draw(st.sampled_from([0.0, -0.0, 1.5, -3.25, 0.1, 1e16, 7.0, float("inf"), float("nan")])
-                             | st.floats(-100, 100, allow_nan=False).map(lambda x: round(x, 2)))
+            return self.draw(FLOATS)
         if ty == BOOL:
             return self.draw(st.booleans())
         if ty == STR:
@@ -1010,7 +1027,7 @@ class Gen:
             pool.append(xs)
             return xs
         if ty == DICT:
-            keys = self.draw(st.lists(st.sampled_from(KEYS + ["zz"]), max_size=3, unique=True))
+            keys = self.draw(st.lists(ARG_KEYS, max_size=3, unique=True))
             return {k: self.draw(small) for k in keys}
         if ty == TUPLE:
             return tuple(self.draw(st.lists(small, max_size=3)))
@@ -1093,7 +1110,7 @@ class Gen:
                 if default is None or self.chance(4):
                     kwargs[name] = value(ty, pool)
             if dstar:
-                for k in self.draw(st.lists(st.sampled_from(["z", "w"]), max_size=2, unique=True)):
+                for k in self.draw(st.lists(EXTRA_KWARGS, max_size=2, unique=True)):
                     kwargs[k] = value(INT, pool)
             calls.append((tuple(args), kwargs))
         if self.chance(5):  # the second set: the first one, nudged (what a guard must notice)
