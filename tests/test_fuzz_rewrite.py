@@ -30,7 +30,7 @@ from fuzz.pyprograms import (
     same,
 )
 
-EXAMPLES = int(os.environ.get("REWRITE_PYFUZZ_EXAMPLES", "600"))
+EXAMPLES = int(os.environ.get("REWRITE_PYFUZZ_EXAMPLES", "800"))
 
 
 # Differences the random test steps around while a bug is open: predicates
