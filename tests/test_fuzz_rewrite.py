@@ -74,6 +74,7 @@ def program(source, args=(), kwargs=None, alt_args=None, alt_kwargs=None):
                      args if alt_args is None else alt_args, kwargs if alt_kwargs is None else alt_kwargs)
 
 
+SHARED = [1]  # one list passed twice (make_args deep-copies it, sharing kept)
 TRICKY = {
     "late_binding_lambdas": program("""
 def f(a0):
@@ -232,6 +233,39 @@ def f(a0):
     LOG.append(helper(a0, q=G_N))
     return G_N, list(LOG), helper(*[G_K]), sum(ticks(3))
 """, (2,), alt_args=(True,)),
+    "local_list_and_dict_methods": program("""
+def f(a0, a1):
+    v1 = list(a0)
+    v1.reverse()
+    v2 = list(v1)
+    v1.insert(1, 9)
+    v1.extend([7, -8])
+    v3 = list(v1)
+    v1.sort(key=abs)
+    v4 = v1.pop(0)
+    del v1[0]
+    v5 = list(v1)
+    v1.clear()
+    v6 = dict(a1)
+    v6.setdefault('n', 1)
+    v6.update({'a': 0})
+    v7 = v6.pop('b', None)
+    return v2, v3, v4, v5, v1, v6, v7
+""", ([3, 1, 2], {"b": 5}), alt_args=([4, 5], {})),
+    # one nudge each: the cached entry must not accept the second argument set
+    "guard_bool_for_int": program("def f(a0):\n    return str(a0), a0 + 1, repr(a0)\n", (1,), alt_args=(True,)),
+    "guard_int_for_float": program("def f(a0):\n    return repr(a0), a0 / 2, str(a0)\n", (2.0,), alt_args=(2,)),
+    "guard_negative_zero": program("def f(a0):\n    return repr(a0), str(a0 * 1)\n", (0.0,), alt_args=(-0.0,)),
+    "guard_nan": program("def f(a0):\n    return a0 == a0, str(a0)\n", (1.0,), alt_args=(float("nan"),)),
+    "guard_dict_key_order": program("def f(a0):\n    return list(a0), ','.join(a0)\n",
+                                    ({"a": 1, "b": 2},), alt_args=({"b": 2, "a": 1},)),
+    "guard_kwargs_order": program("def f(**kw):\n    return list(kw), [repr(v) for v in kw.values()]\n",
+                                  (), {"z": 1, "w": 2}, alt_kwargs={"w": 2, "z": 1}),
+    "guard_list_item_type": program("def f(a0):\n    return [str(v) for v in a0]\n", ([1, 0],), alt_args=([1, False],)),
+    "guard_aliasing": program("def f(a0, a1):\n    v1 = list(a0)\n    return a0 is a1, v1 + a1\n",
+                              ([1], [1]), alt_args=(SHARED, SHARED)),
+    "float_floor_and_modulo": program("def f(a0, a1):\n    return a0 % a1, a0 // a1, divmod(a0, a1), -a0 % a1\n",
+                                      (-7.5, 2.0), alt_args=(7.5, -2.0)),
     "list_grows_while_iterated": program("""
 def f(a0):
     v1 = list(a0)
@@ -313,3 +347,13 @@ def test_inlined_helper_with_its_code_replaced():
     assert ns["f"](1) == 2
     ns["h"].__code__ = ns["g"].__code__
     assert ns["f"](1) == 0
+
+
+def test_graph_break_inside_a_starred_list_display():
+    eager, jitted = eager_and_jitted("def f():\n    return [*sorted(set()), *[5]]\n")
+    assert jitted == eager == [("returned", [5])] * 2
+
+
+def test_graph_break_inside_a_dict_display_with_double_star():
+    eager, jitted = eager_and_jitted("def f(x):\n    return {**{'a': 1}, 'b': len(set([x])), **{'c': 2}}\n", 1)
+    assert jitted == eager == [("returned", {"a": 1, "b": 1, "c": 2})] * 2

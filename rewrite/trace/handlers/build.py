@@ -49,16 +49,25 @@ def format_value(frame, inst):
     frame.push(ConstVar(ops.fold(format, value, spec)))
 
 
+def _building(frame, depth):
+    """The list or dict a display is building; one that came in from outside (a resume
+    function's parameter) must not be changed as a copy."""
+    target = frame.stack[-depth]
+    if not target.mutable:
+        raise Unsupported(f"building into {ops.describe(target)} that came from outside")
+    return target
+
+
 @handler("LIST_APPEND")
 def list_append(frame, inst):
     v = frame.pop()
-    frame.stack[-inst.arg].items.append(v)
+    _building(frame, inst.arg).items.append(v)
 
 
 @handler("LIST_EXTEND")
 def list_extend(frame, inst):
     v = frame.pop()
-    frame.stack[-inst.arg].items.extend(ops.unpack(frame, v))
+    _building(frame, inst.arg).items.extend(ops.unpack(frame, v))
 
 
 @handler("LIST_TO_TUPLE")
@@ -70,7 +79,7 @@ def list_to_tuple(frame, inst):
 def map_add(frame, inst):
     value = frame.pop()
     key = frame.pop()
-    frame.stack[-inst.arg].items[ops.key_of(key)] = value
+    _building(frame, inst.arg).items[ops.key_of(key)] = value
 
 
 @handler("DICT_UPDATE", "DICT_MERGE")
@@ -78,7 +87,7 @@ def dict_update(frame, inst):
     other = frame.pop()
     if not isinstance(other, DictVar):
         raise Unsupported(f"dict update from {ops.describe(other)}")
-    target = frame.stack[-inst.arg]
+    target = _building(frame, inst.arg)
     if inst.opname == "DICT_MERGE" and set(target.items) & set(other.items):
         raise Unsupported("keyword argument given twice")
     target.items.update(other.items)
