@@ -120,9 +120,3 @@ def make_guard_function(ns: dict, source: str, consts: dict, ordered, params, gl
     fn = ns["___make_guard"](globals_, *consts.values())
     fn.__qualname__ = fn.__name__ = f"guard_{name}"
     return GuardFunction(fn, source, ordered, params, globals_)
-
-
-def build_guard_function(guards: GuardSet, params: tuple[str, ...], globals_: dict, name: str) -> GuardFunction:
-    source, consts, ordered = guard_source(guards, params, name)
-    ns = codeload.load("guards", name, source, {})
-    return make_guard_function(ns, source, consts, ordered, params, globals_, name)
