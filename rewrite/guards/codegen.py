@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import torch
 
-from .. import codeload
 from .guard import Consts, Guard, TensorMatch
 from .source import GLOBALS, param_name
 
