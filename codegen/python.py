@@ -123,6 +123,8 @@ class Renderer:
         """Python lines computing `node` into its name."""
         out, t, a = self.names[node], node.target, node.args
         if node.op == "call_function":
+            if t is torch._C._set_grad_enabled:  # run for its effect: `with torch.no_grad()` edges
+                return [f"{self.function_ref(t)}({self.arg(a[0])})"]
             if t in BINARY:
                 return [f"{out} = {self.arg(a[0])} {BINARY[t]} {self.arg(a[1])}"]
             if t in INPLACE:

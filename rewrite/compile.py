@@ -25,7 +25,8 @@ from .guards.codegen import GuardFunction, GuardSet, guard_source, make_guard_fu
 from .guards.guard import Consts
 from .guards.source import GLOBALS, param_name
 from .trace.interpreter import Tracer
-from .trace.values import ConstVar, DictVar, DictViewVar, IteratorVar, ListVar, ObjectVar, TensorVar, TupleVar, Var
+from .trace.values import (ConstVar, DictVar, DictViewVar, IteratorVar, ListVar, MethodVar, ObjectVar, ScalarVar,
+                           TensorVar, TupleVar, Var)
 
 
 # backends that run the graph's torch calls as they are, so grad mode applies at run time
@@ -95,7 +96,7 @@ def plan_outputs(cap: Capture) -> None:
             return build(v)
 
         def build(v: Var) -> str:
-            if isinstance(v, TensorVar):
+            if isinstance(v, (TensorVar, ScalarVar)):
                 if v.node not in index:
                     index[v.node] = len(cap.graph_outputs)
                     cap.graph_outputs.append(v.node)
@@ -115,13 +116,17 @@ def plan_outputs(cap: Capture) -> None:
                 return "{" + ", ".join(f"{cap.consts.ref(k)}: {rebuild(i)}" for k, i in v.items.items()) + "}"
             if isinstance(v, ObjectVar):
                 return cap.consts.ref(v.value)
+            if isinstance(v, MethodVar) and v.name.isidentifier():  # `x.item` of a call the break runs
+                return f"{rebuild(v.self_var)}.{v.name}"
             if isinstance(v, DictViewVar):
                 return f"{rebuild(v.dict_var)}.{v.kind}()"
-            if isinstance(v, IteratorVar) and v.step is None and v.on_next is None and v.over is None:
-                # a loop's iterator at a graph break: what is left of it, as a tuple (the resume
-                # function turns it back into an iterator)
-                rest = ", ".join(rebuild(i) for i in v.items[v.pos:])
-                return f"({rest}{',' if rest else ''})"
+            if isinstance(v, IteratorVar) and v.step is None and v.on_next is None and v.over is not None:
+                # iter(lst) handed to a call a graph break runs: the list's own iterator, as far on
+                from .ops.builtins import list_iterator_at
+                return f"{cap.consts.ref(list_iterator_at)}({rebuild(v.over)}, {v.pos})"
+            if isinstance(v, IteratorVar) and v.step is None and v.on_next is None:
+                rest = ", ".join(rebuild(i) for i in v.items[v.pos:])  # over a tuple or a range: no later changes
+                return f"iter(({rest}{',' if rest else ''}))"
             raise Unsupported(f"returning {type(v).__name__} from a compiled function")
 
         return rebuild(cap.result)
@@ -133,7 +138,7 @@ def plan_outputs(cap: Capture) -> None:
 
 def call_backend(cap: Capture, backend_name: str, backend, name: str):
     graph = cap.tracer.graph
-    if not graph.op_count and not cap.graph_outputs:
+    if not cap.graph_outputs and all(n.op in ("placeholder", "output") for n in graph.graph.nodes):
         return None, None
     gm = GraphModule(torch.nn.Module(), graph.graph)
     gm._rewrite_name = name
@@ -232,6 +237,7 @@ def compile_entry(dispatcher, args) -> Entry:
 def _break_entry(dispatcher, tracer, brk, name: str, start: float) -> Entry | None:
     """An entry that runs the graph traced before the break, the break, then a resume function."""
     tracer.graph.rollback(brk.cp.graph_mark)
+    brk.end_graph(tracer.graph)
     try:
         cap = Capture(tracer, brk.values(tracer))
         plan_outputs(cap)

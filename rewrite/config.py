@@ -13,5 +13,8 @@ suppress_errors: bool = os.environ.get("REWRITE_SUPPRESS_ERRORS", "") not in (""
 max_inline_depth: int = 32
 # Instructions one trace may interpret before giving up (guards against runaway loops).
 max_trace_instructions: int = 200_000
+# Record `Tensor.item()` in the graph as a Python number instead of breaking the graph there
+# (Dynamo's capture_scalar_outputs). Branching on such a number still breaks.
+capture_scalar_outputs: bool = os.environ.get("REWRITE_CAPTURE_SCALAR_OUTPUTS", "") not in ("", "0")
 # Where generated sources (guards, entries, backend code) are written.
 cache_dir: str = os.environ.get("REWRITE_CACHE_DIR", "")

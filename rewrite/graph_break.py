@@ -1,5 +1,5 @@
-"""Graph breaks: compile what was traced before an unsupported call or tensor-valued branch,
-run that one step eagerly, and continue in a resume function that is compiled in its turn.
+"""Graph breaks: compile what was traced before an unsupported step, run that one step
+eagerly, and continue in a resume function that is compiled in its turn.
 
     def f(x):                      entry of f:
         y = x * 2                      ___v = (gt, y) from graph 1
@@ -12,67 +12,200 @@ run that one step eagerly, and continue in a resume function that is compiled in
 The break is taken at the root frame's instruction being run when the tracer gave up (a
 call made there, even when the unsupported part is deep inside it, runs eagerly as a
 whole), from a checkpoint of its stack and locals taken just before that instruction.
-Breaks inside `try`, in functions with closures or cells, or with a stack the entry cannot
-rebuild still make the whole call run eagerly.
+What the entry runs eagerly depends on that instruction (`kind`):
+
+* call  -- the call itself (print, .item(), a C function, rewrite.graph_break());
+* jump  -- the branch test (`if y.sum() > 0`), picking one of two resume functions;
+* with  -- entering a context manager the tracer does not know (the resume function
+           starts inside the block, with its `__exit__` on the stack);
+* step  -- one other instruction from the STEPS table (an attribute or global store, an
+           operator on values the tracer does not understand, ...).
+
+A `with torch.no_grad()` (or enable_grad/set_grad_enabled) open at the break is left by the
+graph, re-entered around the eager step, and re-entered again by the resume function's first
+instructions, so exceptions raised in any part still leave through the user's handler.
+Breaks inside `try`, in functions whose locals are captured by inner functions (cells), in
+generators, or with a stack the entry cannot rebuild make the whole call run eagerly.
 """
 from __future__ import annotations
 
 import types
 
-from . import api, logs
-from .bytecode.resume import resume_code
-from .errors import Unsupported
-from .trace.values import NULL, ConstVar, IteratorVar, TensorVar, TupleVar, mutations
+import torch
 
-CALLS = {"CALL"}
+from . import api, logs
+from .bytecode.compat import BINARY_OPS
+from .bytecode.resume import at_user_line, resume_code
+from .errors import Unsupported
+from .guards.source import GLOBALS, param_name
+from .trace.values import NULL, ConstVar, ContextExitVar, IteratorVar, TupleVar, mutations
+
 JUMPS = {"POP_JUMP_FORWARD_IF_TRUE": True, "POP_JUMP_BACKWARD_IF_TRUE": True,
          "POP_JUMP_FORWARD_IF_FALSE": False, "POP_JUMP_BACKWARD_IF_FALSE": False}
+COMPARE = {"<": "<", "<=": "<=", "==": "==", "!=": "!=", ">": ">", ">=": ">="}
 
-_RESUMES: dict = {}  # (code, offset, n_stack, locals, options) -> jitted resume function
+
+def _binary(inst, s):
+    op = BINARY_OPS[inst.arg]
+    if op.endswith("=") and op not in COMPARE:  # x += y: in place when x allows it, as in eager
+        return [f"___r0 = {s[0]}", f"___r0 {op} {s[1]}"], 1
+    return [f"___r0 = {s[0]} {op} {s[1]}"], 1
+
+
+# opname -> (values it pops, inst, their expressions deepest first) -> (statements, values pushed)
+# A statement list computes the pushed values as ___r0 (the deepest) ... ___r<n-1>.
+STEPS = {
+    "STORE_ATTR": (2, lambda inst, s: ([f"{s[1]}.{inst.argval} = {s[0]}"], 0)),
+    "DELETE_ATTR": (1, lambda inst, s: ([f"del {s[0]}.{inst.argval}"], 0)),
+    "STORE_SUBSCR": (3, lambda inst, s: ([f"{s[1]}[{s[2]}] = {s[0]}"], 0)),
+    "DELETE_SUBSCR": (2, lambda inst, s: ([f"del {s[0]}[{s[1]}]"], 0)),
+    "STORE_GLOBAL": (1, lambda inst, s: ([f"{GLOBALS}[{inst.argval!r}] = {s[0]}"], 0)),
+    "STORE_DEREF": (1, lambda inst, s: ([f"{param_name(inst.argval)}.cell_contents = {s[0]}"], 0)),
+    "LOAD_ATTR": (1, lambda inst, s: ([f"___r0 = {s[0]}.{inst.argval}"], 1)),
+    "BINARY_SUBSCR": (2, lambda inst, s: ([f"___r0 = {s[0]}[{s[1]}]"], 1)),
+    "BINARY_OP": (2, _binary),
+    "COMPARE_OP": (2, lambda inst, s: ([f"___r0 = {s[0]} {COMPARE[inst.argval]} {s[1]}"], 1)),
+    "CONTAINS_OP": (2, lambda inst, s: ([f"___r0 = {s[0]} {'not in' if inst.arg else 'in'} {s[1]}"], 1)),
+    "UNARY_NOT": (1, lambda inst, s: ([f"___r0 = not {s[0]}"], 1)),
+    "UNARY_NEGATIVE": (1, lambda inst, s: ([f"___r0 = -{s[0]}"], 1)),
+    "UNARY_INVERT": (1, lambda inst, s: ([f"___r0 = ~{s[0]}"], 1)),
+    "UNPACK_SEQUENCE": (1, lambda inst, s: ([f"{', '.join(f'___r{inst.arg - 1 - i}' for i in range(inst.arg))},"
+                                             f" = {s[0]}"], inst.arg)),
+}
+
+_RESUMES: dict = {}  # (code, globals, offset, slots, locals, options) -> jitted resume code
+_AT_LINE: dict = {}  # (code, offset, what) -> at_user_line(...)
+
+
+def _at_line(consts, code, offset: int, what: str) -> str:
+    fn = _AT_LINE.get((code, offset, what))
+    if fn is None:
+        fn = _AT_LINE[code, offset, what] = at_user_line(code, offset, what)
+    consts[f"___{what}_at_line"] = fn
+    return f"___{what}_at_line"
 
 
 def plan(tracer, error: Unsupported):
     """The break to take for `error`, or None when the whole call must run eagerly."""
     root, cp = tracer.root, tracer.root.checkpoint
     code = tracer.code
-    if cp is None or code.co_cellvars or code.co_freevars or code.co_flags & 0x20:
+    if cp is None or code.co_cellvars or code.co_flags & 0x20:
         return None
     inst = root.instructions[cp.ip]
-    if inst.offset in root.handled:
+    if inst.offset in root.user_try:
         return None
-    if inst.opname in CALLS:
+    if inst.opname == "CALL":
         kind = "call"
-    elif inst.opname in JUMPS and isinstance(cp.stack[-1], TensorVar):
+    elif inst.opname in JUMPS:
         kind = "jump"
+    elif inst.opname == "BEFORE_WITH":
+        kind = "with"
+    elif inst.opname in STEPS and (inst.opname != "STORE_DEREF" or inst.argval in code.co_freevars):
+        kind = "step"
     else:
         return None
     if cp.ip + 1 >= len(root.instructions) or cp.mutations != mutations():
         return None  # a list or dict changed after the checkpoint: resuming would repeat that
-    return Break(kind, inst, root.instructions[cp.ip + 1].offset, cp, error)
+    base = _grad_mode_outside(cp)
+    if base is None:
+        return None
+    return Break(kind, inst, root.instructions[cp.ip + 1].offset, cp, error, base)
+
+
+def _grad_mode_outside(cp) -> bool | None:
+    """The grad mode outside the traced `with` blocks open at the checkpoint, when entering
+    fresh no_grad/enable_grad contexts from it in turn gives back the mode at the break and
+    each restores what the original would (None: it does not, so do not break here)."""
+    contexts = [v.ctx for v in cp.stack if isinstance(v, ContextExitVar)]
+    if not contexts:
+        return cp.grad_enabled
+    mode = base = contexts[0].prev
+    for ctx in contexts:
+        if ctx.prev != mode:
+            return None
+        mode = ctx.mode
+    return base if mode == cp.grad_enabled else None
+
+
+def _slot(v) -> str:
+    if v is NULL:
+        return "null"
+    if isinstance(v, IteratorVar) and v.step is None and v.on_next is None:
+        return "list_iter" if v.over is not None else "iter"
+    if isinstance(v, ContextExitVar):
+        return "ctx"
+    return "value"
 
 
 class Break:
-    def __init__(self, kind, inst, next_offset, checkpoint, error):
+    def __init__(self, kind, inst, next_offset, checkpoint, error, grad_mode_outside: bool):
         self.kind, self.inst, self.next_offset, self.cp, self.error = kind, inst, next_offset, checkpoint, error
+        self.grad_mode_outside = grad_mode_outside
         self.local_names = tuple(checkpoint.locals)  # the bound locals, in binding order
+        self.dispatcher = None
+        n = len(checkpoint.stack)  # the slots below what the eager step consumes go to the resume function
+        self.n_below = {"call": n - (inst.arg or 0) - 2, "jump": n - 1, "with": n - 1}.get(kind) \
+            if kind != "step" else n - STEPS[inst.opname][0]
 
     def values(self, tracer):
-        """The Vars the entry rebuilds: the stack (NULL as None), then the live locals."""
+        """The Vars the entry rebuilds: the stack, then the live locals. A `for` loop's iterator
+        goes as what the resume function's first instructions rebuild it from: (the list, items
+        taken) for a list, the items left otherwise; NULLs and traced contexts as None."""
         from .trace.interpreter import _Lazy
         out = []
-        for v in self.cp.stack:
-            out.append(ConstVar(None) if v is NULL else v)
-        for n in self.local_names:
-            v = self.cp.locals[n]
+        local_vars = [self.cp.locals[n] for n in self.local_names]
+        for i, v in enumerate(self.cp.stack):
+            kind = _slot(v)
+            if kind in ("list_iter", "iter") and i >= self.n_below:
+                kind = "value"  # an argument of the eager step: passed as the iterator itself
+            if kind in ("list_iter", "iter") and any(v is u for u in local_vars):
+                raise Unsupported("a loop's iterator that is also a local variable")
+            if kind == "list_iter":
+                out.append(TupleVar([v.over, ConstVar(v.pos)]))
+            elif kind == "iter":
+                out.append(TupleVar(v.items[v.pos:]))
+            else:
+                out.append(ConstVar(None) if kind in ("null", "ctx") else v)
+        for v in local_vars:
             out.append(tracer.wrap(v.value, v.source) if isinstance(v, _Lazy) else v)
         return TupleVar(out)
+
+    def end_graph(self, graph) -> None:
+        """The graph leaves grad mode as it is outside the open `with` blocks (the entry re-enters them)."""
+        if self.grad_mode_outside != self.cp.grad_enabled:
+            graph.set_grad(self.grad_mode_outside)
 
     def body(self, tracer, dispatcher, consts) -> list[str]:
         """Entry lines after `___v = (<stack values>, <locals>)` has been computed."""
         stack = self.cp.stack
-        n_stack, n_locals = len(stack), len(self.local_names)
-        value = [f"___v[{i}]" for i in range(n_stack + n_locals)]
+        n_stack = len(stack)
+        value = [f"___v[{i}]" for i in range(n_stack + len(self.local_names))]
         local_args = value[n_stack:]
+        contexts = []  # a fresh no_grad()/enable_grad() for each traced `with` open at the break
+        for i, v in enumerate(stack):
+            if isinstance(v, ContextExitVar):
+                name = f"___grad_ctx{len(contexts)}"
+                consts[name] = torch.enable_grad if v.ctx.mode else torch.no_grad
+                value[i] = f"{name}()"
+                contexts.append(value[i])
+
+        def passed(below):  # what the resume function takes for the stack slots below
+            return [value[i] for i, v in enumerate(below) if v is not NULL]
+
+        def inside_contexts(lines):
+            if not contexts:
+                return lines
+            return [f"with {', '.join(contexts)}:", *("    " + line for line in lines)]
+
+        if self.kind == "jump":
+            below = stack[:-1]
+            taken = self.resume(tracer, dispatcher, consts, self.inst.argval, below, ())
+            fallthrough = self.resume(tracer, dispatcher, consts, self.next_offset, below, ())
+            args = ", ".join([*passed(below), *local_args])
+            test = f"{_at_line(consts, tracer.code, self.inst.offset, 'truth')}({value[n_stack - 1]})"
+            return [f"if {test}:" if JUMPS[self.inst.opname] else f"if not {test}:",
+                    f"    return {taken}({args})",
+                    f"return {fallthrough}({args})"]
         if self.kind == "call":
             argc = self.inst.arg
             kw = self.cp.kw_names
@@ -81,48 +214,63 @@ class Break:
             fn, args = (value[n_stack - argc - 1], args) if first is NULL else \
                 (value[n_stack - argc - 2], [value[n_stack - argc - 1], *args])
             npos = len(args) - len(kw)
-            call_args = [*args[:npos], *(f"{k}={a}" for k, a in zip(kw, args[npos:]))]
-            below = [v for v, s in zip(value[:n_stack - argc - 2], stack) if s is not NULL]
-            resume = self.resume(tracer, dispatcher, self.next_offset, n_stack - argc - 1)
-            consts["___resume"] = resume
-            return [f"___r = {fn}({', '.join(call_args)})",
-                    f"return ___resume({', '.join([*below, '___r', *local_args])})"]
-        jump_if = JUMPS[self.inst.opname]
-        below = [v for v, s in zip(value[:n_stack - 1], stack) if s is not NULL]
-        taken = self.resume(tracer, dispatcher, self.inst.argval, n_stack - 1)
-        fallthrough = self.resume(tracer, dispatcher, self.next_offset, n_stack - 1)
-        consts["___resume_jump"], consts["___resume_next"] = taken, fallthrough
-        args = ", ".join([*below, *local_args])
-        test = f"___v[{n_stack - 1}]"
-        return [f"if {test}:" if jump_if else f"if not {test}:",
-                f"    return ___resume_jump({args})",
-                f"return ___resume_next({args})"]
+            pos = f"({', '.join(args[:npos])}{',' if npos == 1 else ''})"
+            kwargs = "{" + ", ".join(f"{k!r}: {a}" for k, a in zip(kw, args[npos:])) + "}"
+            below = stack[:n_stack - argc - 2]
+            call = _at_line(consts, tracer.code, self.inst.offset, "call")  # the user's line in tracebacks
+            lines, results = [f"___r0 = {call}({fn}, {pos}, {kwargs})"], ["___r0"]
+        elif self.kind == "with":
+            below = stack[:-1]
+            consts["___enter"] = enter
+            lines, results = [f"___r0, ___r1 = ___enter({value[n_stack - 1]})"], ["___r0", "___r1"]
+        else:
+            n_in, step = STEPS[self.inst.opname]
+            below = stack[:n_stack - n_in]
+            lines, n_out = step(self.inst, value[n_stack - n_in:n_stack])
+            results = [f"___r{i}" for i in range(n_out)]
+        resume = self.resume(tracer, dispatcher, consts, self.next_offset, below, results)
+        return [*inside_contexts(lines), f"return {resume}({', '.join([*passed(below), *results, *local_args])})"]
 
-    def resume(self, tracer, dispatcher, offset: int, n_stack: int):
-        """The jitted resume function for `offset` (one per code, offset and frame layout)."""
+    def resume(self, tracer, dispatcher, consts, offset: int, below, results) -> str:
+        """An expression for the jitted resume function at `offset`: one per code, offset and
+        frame layout; made per call (sharing its code and cache) when the function has a closure."""
         code = tracer.code
-        below = self.cp.stack[:n_stack]
-        iterators = frozenset(i for i, v in enumerate(below) if isinstance(v, IteratorVar))
-        nulls = frozenset(i for i, v in enumerate(below) if v is NULL)
-        if self.kind == "call" and n_stack - 1 in nulls:
-            nulls = nulls - {n_stack - 1}  # that slot is the call's result, not the NULL it replaced
+        slots = (*map(_slot, below), *("value" for _ in results))
         # code objects compare by value: the same source run in two modules must not share globals
-        key = (code, id(dispatcher.globals), offset, n_stack, self.local_names, iterators, nulls,
-               dispatcher.options)
+        key = (code, id(dispatcher.globals), offset, slots, self.local_names, dispatcher.options)
         fn = _RESUMES.get(key)
         if fn is None:
             line = _line_of(tracer.root, offset)
             name = f"resume_in_{code.co_name}_at_{line}"
-            new = resume_code(code, offset, n_stack, self.local_names, name, iterators, nulls)
-            fn = types.FunctionType(new, dispatcher.globals, name)
+            new = resume_code(code, offset, slots, self.local_names, name)
+            fn = types.FunctionType(new, dispatcher.globals, name,
+                                    None, tuple(types.CellType() for _ in code.co_freevars) or None)
             o = dispatcher.options
             api.jit(fn, backend=o.backend, fullgraph=o.fullgraph, dynamic=o.dynamic)
             _RESUMES[key] = fn
-        return fn
+        name = f"___resume{sum(k.startswith('___resume') for k in consts)}"
+        consts[name] = fn
+        if not code.co_freevars:
+            return name
+        # the same code over this call's cells: FunctionType is cheap, the cache is per code
+        consts["___function"], consts["___G"] = types.FunctionType, dispatcher.globals
+        cells = ", ".join(param_name(n) for n in code.co_freevars)
+        return f"___function({name}.__code__, ___G, {name}.__name__, None, ({cells},))"
 
     def log(self, qualname: str) -> None:
         if logs.enabled("graph_breaks"):
             logs.get("graph_breaks").debug("Graph break in %s: %s", qualname, self.error)
+
+
+def enter(ctx):
+    """What BEFORE_WITH does: (the bound __exit__, the result of __enter__)."""
+    cls = type(ctx)
+    try:
+        enter_, exit_ = cls.__enter__, cls.__exit__
+    except AttributeError:
+        raise TypeError(f"'{cls.__name__}' object does not support the context manager protocol") from None
+    bound_exit = exit_.__get__(ctx, cls)
+    return bound_exit, enter_.__get__(ctx, cls)()
 
 
 def _line_of(frame, offset: int) -> int:

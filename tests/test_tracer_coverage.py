@@ -10,6 +10,7 @@ raise `rewrite.Unsupported` naming the file and line.
 from __future__ import annotations
 
 import collections
+import contextlib
 import inspect
 import math
 import operator
@@ -1482,7 +1483,7 @@ def make_global_assignment():
 
 def make_with_block():
     def f(x):
-        with torch.no_grad():  # BREAK
+        with contextlib.suppress(KeyError):  # BREAK
             return x * 2
     return f
 

@@ -30,6 +30,15 @@ def call_sequence(Instr, load_callable: list, load_args: list, location) -> list
     return [*head, *load_args, *call, Instr("CALL", n, location=location)]
 
 
+def call_unpacked(Instr, load_callable, load_args_tuple, location, load_kwargs=None) -> list:
+    """`f(*args)` (or `f(*args, **kwargs)`): CALL_FUNCTION_EX, its NULL placed as each version wants."""
+    null = Instr("PUSH_NULL", location=location)
+    head = [load_callable, null] if sys.version_info >= (3, 13) else [null, load_callable]
+    if load_kwargs is None:
+        return [*head, load_args_tuple, Instr("CALL_FUNCTION_EX", 0, location=location)]
+    return [*head, load_args_tuple, load_kwargs, Instr("CALL_FUNCTION_EX", 1, location=location)]
+
+
 def load_cell(Instr, var, location):
     """Push a free variable's cell object (3.13 made LOAD_CLOSURE a pseudo-op of LOAD_FAST)."""
     if sys.version_info >= (3, 13):
@@ -72,12 +81,34 @@ def load_global_pushes_null(inst) -> bool:
     return bool(inst.arg & 1)
 
 
-def handled_offsets(code) -> frozenset:
-    """Offsets of the instructions an exception handler covers (inside `try`/`with`)."""
-    covered = set()
-    for entry in dis._parse_exception_table(code):  # 3.11+: the zero-cost exception table
-        covered.update(range(entry.start, entry.end, 2))
-    return frozenset(covered)
+def handled_offsets(code) -> tuple[frozenset, frozenset]:
+    """(covered, in_try): offsets of the instructions an exception handler covers (inside
+    `try` or `with`), and those of them inside a `try` -- a `with` block's own cleanup
+    handler only exits the context and re-raises, so it does not count unless the `with`
+    itself sits inside a `try`."""
+    entries = list(dis._parse_exception_table(code))  # 3.11+: the zero-cost exception table
+    handler_of = {}
+    for entry in entries:
+        for offset in range(entry.start, entry.end, 2):
+            handler_of[offset] = entry.target
+    ops = {inst.offset: inst.opname for inst in dis.get_instructions(code)}
+    body_start = {}  # with-cleanup handler -> first offset of its body (just after BEFORE_WITH)
+    for entry in entries:
+        if ops.get(entry.target) == "PUSH_EXC_INFO" and ops.get(entry.target + 2) == "WITH_EXCEPT_START":
+            body_start[entry.target] = min(entry.start, body_start.get(entry.target, entry.start))
+    memo: dict = {}
+
+    def in_try(offset) -> bool:
+        if offset not in memo:
+            target = handler_of.get(offset)
+            if target is None:
+                memo[offset] = False
+            elif target in body_start and ops.get(body_start[target] - 2) == "BEFORE_WITH":
+                memo[offset] = in_try(body_start[target] - 2)  # as inside as the `with` statement
+            else:
+                memo[offset] = True
+        return memo[offset]
+    return frozenset(handler_of), frozenset(o for o in handler_of if in_try(o))
 
 
 BINARY_OPS = dict(enumerate(symbol for _, symbol in dis._nb_ops))  # arg -> '+', '+=', ...

@@ -1,7 +1,7 @@
 """Resume functions: the rest of a function after a graph break, as a function of its own.
 
-`resume_code(code, offset, n_stack, local_names)` is `code` with a new start: it takes the
-values that were on the stack at `offset` and the live locals as parameters, pushes the
+`resume_code(code, offset, slots, local_names, name)` is `code` with a new start: it takes
+the values that were on the stack at `offset` and the live locals as parameters, pushes the
 stack values back, and jumps to `offset`. The original instructions (and their locations)
 are all kept, so tracebacks in the resumed part point at the user's lines.
 """
@@ -16,11 +16,20 @@ from bytecode.instr import InstrLocation
 from . import compat
 
 
-def resume_code(code: types.CodeType, offset: int, n_stack: int, local_names: tuple[str, ...],
-                name: str, iterators: frozenset = frozenset(), nulls: frozenset = frozenset()) -> types.CodeType:
-    """`iterators`: stack slots that held a loop's iterator; they arrive as a tuple of what
-    was left, and the new start turns each back into an iterator (GET_ITER). `nulls`: slots
-    that held the NULL of a pending call; they are pushed again (PUSH_NULL), not passed."""
+def resume_code(code: types.CodeType, offset: int, slots: tuple[str, ...], local_names: tuple[str, ...],
+                name: str) -> types.CodeType:
+    """`slots` says what each stack slot at `offset` held, deepest first, and so how the new
+    start rebuilds it:
+
+    * "value" -- taken as a parameter and pushed back;
+    * "null"  -- the NULL below a pending call: pushed again (PUSH_NULL), not passed;
+    * "iter"  -- a loop's iterator: what was left of it arrives as a tuple and is turned back
+                 into an iterator (GET_ITER);
+    * "list_iter" -- a loop over a list: (the list, items already taken) arrives, and the list's
+                 own iterator is re-created at that position (so later appends are still seen);
+    * "ctx"   -- the `__exit__` of an open `with` block: a fresh context manager arrives and
+                 is entered again (BEFORE_WITH), leaving its `__exit__` where the old one was.
+    """
     bc = Bytecode.from_code(code)
     # the k-th instruction of dis (no EXTENDED_ARG, no CACHE) is the k-th Instr of the bytecode
     k = [i.offset for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"].index(offset)
@@ -35,18 +44,25 @@ def resume_code(code: types.CodeType, offset: int, n_stack: int, local_names: tu
     while any(v.startswith(prefix) for v in code.co_varnames):  # a resume of a resume
         level += 1
         prefix = f"___stack{level}_"
-    stack_names = [f"{prefix}{i}" for i in range(n_stack) if i not in nulls]
+    stack_names = [f"{prefix}{i}" for i, kind in enumerate(slots) if kind != "null"]
     line = code.co_firstlineno
     loc = InstrLocation(line, line, None, None)
     start = compat.preamble_end(bc)
     prologue = []
-    for i in range(n_stack):
-        if i in nulls:
+    for i, kind in enumerate(slots):
+        if kind == "null":
             prologue.append(Instr("PUSH_NULL", location=loc))
             continue
+        if kind == "list_iter":
+            from ..ops.builtins import list_iterator_at
+            prologue += compat.call_unpacked(Instr, Instr("LOAD_CONST", list_iterator_at, location=loc),
+                                             Instr("LOAD_FAST", f"{prefix}{i}", location=loc), loc)
+            continue
         prologue.append(Instr("LOAD_FAST", f"{prefix}{i}", location=loc))
-        if i in iterators:
+        if kind == "iter":
             prologue.append(Instr("GET_ITER", location=loc))
+        elif kind == "ctx":
+            prologue += [Instr("BEFORE_WITH", location=loc), Instr("POP_TOP", location=loc)]
     bc[start:start] = [*prologue, compat.jump_forward(Instr, target, loc)]
     bc.argnames = [*stack_names, *local_names]
     bc.argcount = len(bc.argnames)
@@ -56,3 +72,29 @@ def resume_code(code: types.CodeType, offset: int, n_stack: int, local_names: tu
     bc.name = code.co_name  # tracebacks name the user's function
     bc.qualname = name
     return bc.to_code()
+
+
+def at_user_line(code: types.CodeType, offset: int, what: str) -> types.FunctionType:
+    """A tiny function that does one step of a graph break -- `what` is "call" (`fn(*args,
+    **kwargs)`) or "truth" (`not not value`) -- as an instruction carrying the location of
+    `code`'s instruction at `offset`, in a frame named after `code`'s function: tracebacks
+    and warnings raised by that step name the user's file, line and function, as in eager."""
+    inst = next(i for i in dis.get_instructions(code) if i.offset == offset)
+    p = inst.positions
+    loc = InstrLocation(p.lineno, p.end_lineno, p.col_offset, p.end_col_offset) if p and p.lineno else None
+    first = InstrLocation(code.co_firstlineno, code.co_firstlineno, None, None)
+    if what == "call":
+        names = ["___fn", "___args", "___kwargs"]
+        body = compat.call_unpacked(Instr, Instr("LOAD_FAST", "___fn", location=first),
+                                    Instr("LOAD_FAST", "___args", location=first), loc,
+                                    Instr("LOAD_FAST", "___kwargs", location=first))
+    else:
+        names = ["___value"]
+        body = [Instr("LOAD_FAST", "___value", location=first), Instr("UNARY_NOT", location=loc),
+                Instr("UNARY_NOT", location=loc)]
+    bc = Bytecode([Instr("RESUME", 0, location=first), *body, Instr("RETURN_VALUE", location=first)])
+    bc.argnames = names
+    bc.argcount = len(names)
+    bc.filename, bc.name, bc.qualname = code.co_filename, code.co_name, code.co_qualname
+    bc.first_lineno = code.co_firstlineno
+    return types.FunctionType(bc.to_code(), {}, code.co_name)

@@ -6,6 +6,7 @@ is the interface the opcode handlers use: `getattr_`, `call`, and the re-exports
 """
 from __future__ import annotations
 
+import logging
 import operator
 import types
 
@@ -13,8 +14,8 @@ import torch
 
 from ..errors import Unsupported
 from ..guards.source import AttrSource
-from ..trace.values import (ConstVar, DictVar, FunctionVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar,
-                            Var)
+from ..trace.values import (ConstVar, ContextExitVar, DictVar, FunctionVar, GradModeVar, ListVar, MethodVar,
+                            ObjectVar, TensorVar, TupleVar, Var)
 from .builtins import BUILTINS, PURE, call_builtin
 from .core import (const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate, key_of, make_slice,
                    python_value, setitem, truthy, unpack)
@@ -22,7 +23,7 @@ from .objects import dict_method, getattr_object, list_method, tuple_field, tupl
 from .operators import OPERATOR_FUNCTIONS, UNARY, binary, unary
 from .tensors import call_method, call_torch, getattr_tensor, is_torch_callable
 
-__all__ = ["getattr_", "call", "binary", "unary", "const", "contains", "delitem", "describe", "fold", "getitem",
+__all__ = ["getattr_", "call", "enter_context", "binary", "unary", "const", "contains", "delitem", "describe", "fold", "getitem",
            "is_same", "iterate", "key_of", "make_slice", "python_value", "setitem", "truthy", "unpack"]
 
 _UNARY_FUNCTIONS = {fn: sym for sym, fn in UNARY.items()}
@@ -50,6 +51,9 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return tracer.inline(fn, args, kwargs, None, frame)
     if isinstance(fn, MethodVar):
         return _call_method(frame, fn, args, kwargs)
+    if isinstance(fn, ContextExitVar):  # leaving a traced `with` block (never with an exception)
+        exit_context(frame, fn.ctx)
+        return const(None)
     if isinstance(fn, ConstVar) and callable(fn.value):  # a bound method of an immutable value
         return _call_python(frame, fn.value, args, kwargs)
     if not isinstance(fn, ObjectVar):
@@ -58,6 +62,9 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     from ..api import ALLOWED, DISABLED
     if isinstance(value, types.FunctionType) and value in DISABLED:
         raise Unsupported(f"call to {value.__qualname__}, marked rewrite.disable")
+    if _is_logging(value):
+        raise Unsupported(f"call to {getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '?')} "
+                          "(printing and logging break the graph)", "move the logging call out of the compiled function")
     if isinstance(value, types.FunctionType) and value in ALLOWED:
         from .tensors import call_function
         return call_function(frame, value, tuple(args), kwargs)
@@ -90,6 +97,18 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     return _call_python(frame, value, args, kwargs)
 
 
+LOGGING_MODULES = ("logging", "warnings")
+
+
+def _is_logging(fn) -> bool:
+    """logging.info, a Logger's methods, warnings.warn: run where Python runs them."""
+    owner = getattr(fn, "__self__", None)
+    if isinstance(fn, types.MethodType) and isinstance(owner, (logging.Logger, logging.LoggerAdapter)):
+        return True
+    module = getattr(fn, "__module__", None)
+    return module in LOGGING_MODULES and callable(fn) and not isinstance(fn, type)
+
+
 def _hashable(v) -> bool:
     try:
         hash(v)
@@ -111,6 +130,9 @@ def _call_method(frame, m: MethodVar, args, kwargs) -> Var:
     if isinstance(self, ObjectVar):
         import inspect
         fn = inspect.getattr_static(self.value, m.name)
+        if isinstance(self.value, (logging.Logger, logging.LoggerAdapter)):
+            raise Unsupported(f"call to {type(self.value).__name__}.{m.name} (printing and logging break the graph)",
+                              "move the logging call out of the compiled function")
         source = AttrSource(AttrSource(self.source, "__class__"), m.name) if self.source else None
         return frame.tracer.inline(fn, [self, *args], kwargs, source, frame)
     raise Unsupported(f"method {m.name} of {describe(self)}")
@@ -125,7 +147,38 @@ def _call_python(frame, fn, args, kwargs) -> Var:
     return call_builtin(frame, fn, args, kwargs)
 
 
+def _set_grad_enabled(frame, args, kwargs) -> GradModeVar:
+    mode = (args or list(kwargs.values()) or [None])[0]
+    if len(args) + len(kwargs) != 1 or not isinstance(mode, ConstVar) or not isinstance(mode.value, bool):
+        raise Unsupported(f"torch.set_grad_enabled({', '.join(map(describe, args))}) (a bool constant is traced)")
+    ctx = GradModeVar(mode.value, prev=frame.tracer.read_grad_mode())
+    frame.tracer.set_grad(mode.value)  # it switches when made, not only when entered
+    return ctx
+
+
+GRAD_CONTEXTS = {torch.no_grad: lambda frame, args, kwargs: GradModeVar(False),
+                 torch.enable_grad: lambda frame, args, kwargs: GradModeVar(True),
+                 torch.set_grad_enabled: _set_grad_enabled}
+
+
+def enter_context(frame, ctx: Var) -> Var:
+    """BEFORE_WITH: enter a context manager the tracer understands; returns what `as` binds."""
+    if not isinstance(ctx, GradModeVar):
+        raise Unsupported(f"with block over {describe(ctx)}")
+    ctx.entered_from = frame.tracer.read_grad_mode()
+    if ctx.prev is None:
+        ctx.prev = ctx.entered_from
+    frame.tracer.set_grad(ctx.mode)
+    return const(None)
+
+
+def exit_context(frame, ctx: GradModeVar) -> None:
+    frame.tracer.set_grad(ctx.prev)
+
+
 def _construct(frame, cls: type, args, kwargs) -> Var:
+    if cls in GRAD_CONTEXTS and not (cls is not torch.set_grad_enabled and (args or kwargs)):
+        return GRAD_CONTEXTS[cls](frame, args, kwargs)
     if cls in BUILTINS:
         return BUILTINS[cls](frame, args, kwargs)
     if cls in PURE or cls in (torch.Size, torch.device) or cls.__module__ == "math":

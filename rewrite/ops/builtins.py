@@ -154,6 +154,24 @@ def _zip(frame, args, kwargs):
     return IteratorVar(step=step)
 
 
+def list_iterator_at(lst: list, pos: int):
+    """A list's own (live) iterator that has already returned `pos` items: how a resume
+    function gets back a `for` loop over a list that was running at a graph break."""
+    it = iter(lst)
+    it.__setstate__(pos)
+    return it
+
+
+@rule(list_iterator_at)
+def _list_iterator_at(frame, args, kwargs):
+    lst, pos = args
+    if not isinstance(lst, ListVar) or not isinstance(pos, ConstVar):
+        raise Unsupported("list_iterator_at over something that is not a list")
+    it = IteratorVar(lst.items, live=True, over=lst)
+    it.pos = pos.value
+    return it
+
+
 @rule(reversed)
 def _reversed(frame, args, kwargs):
     return IteratorVar(list(reversed(unpack(frame, args[0]))))

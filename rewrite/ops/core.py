@@ -8,7 +8,7 @@ import torch
 
 from ..errors import Unsupported, UserError
 from ..trace.values import (CellVar, ConstVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar,
-                            ObjectVar, TensorVar, TupleVar, Var, note_mutation)
+                            ObjectVar, ScalarVar, TensorVar, TupleVar, Var, note_mutation)
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
 IMMUTABLE = SCALARS + (torch.dtype, torch.device, range, slice, types.CodeType, type(Ellipsis), frozenset,
@@ -56,8 +56,8 @@ def foldable(v: Var) -> bool:
 
 def python_value(v: Var, what: str = "this operation"):
     if not foldable(v):
-        if isinstance(v, TensorVar):
-            raise Unsupported(f"{what} needs the value of a tensor (data-dependent)", DATA_DEPENDENT_HINT)
+        if isinstance(v, (TensorVar, ScalarVar)):
+            raise Unsupported(f"{what} needs the value of {describe(v)} (data-dependent)", DATA_DEPENDENT_HINT)
         raise Unsupported(f"{what} needs the Python value of {describe(v)}")
     return v.python_value()
 
@@ -65,6 +65,8 @@ def python_value(v: Var, what: str = "this operation"):
 def describe(v: Var) -> str:
     if isinstance(v, TensorVar):
         return "a tensor"
+    if isinstance(v, ScalarVar):
+        return "a number read from a tensor (.item())"
     if isinstance(v, ConstVar):
         return f"{type(v.value).__name__} {v.value!r}"
     if isinstance(v, ObjectVar):
@@ -125,7 +127,7 @@ def truthy(frame, v: Var) -> bool:
         return len(v.items) > 0
     if isinstance(v, DictViewVar):
         return len(v.dict_var.items) > 0
-    if isinstance(v, TensorVar):
+    if isinstance(v, (TensorVar, ScalarVar)):
         raise Unsupported("data-dependent branching: the condition depends on a tensor's value", DATA_DEPENDENT_HINT)
     if isinstance(v, ObjectVar):
         val = v.value

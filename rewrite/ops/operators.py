@@ -6,7 +6,7 @@ import operator
 import torch
 
 from ..errors import Unsupported
-from ..trace.values import ConstVar, ListVar, TensorVar, TupleVar, Var, note_mutation
+from ..trace.values import ConstVar, ListVar, ScalarVar, TensorVar, TupleVar, Var, note_mutation
 from .core import const, describe, fold, foldable, unpack
 
 BINARY = {
@@ -32,6 +32,8 @@ def binary(frame, sym: str, a: Var, b: Var) -> Var:
         if sym in INPLACE and not isinstance(a, TensorVar):
             fn = BINARY[sym[:-1]]  # `n += t` with n a number rebinds n, nothing is mutated
         return call_function(frame, fn, (a, b), {})
+    if isinstance(a, ScalarVar) or isinstance(b, ScalarVar):
+        return _scalar_op(frame, BINARY[sym[:-1]] if sym in INPLACE else fn, a, b)
     seq = _sequence_op(sym, a, b)
     if seq is not None:
         return seq
@@ -79,6 +81,17 @@ def unary(frame, sym: str, a: Var) -> Var:
     if isinstance(a, TensorVar):
         from .tensors import call_function
         return call_function(frame, fn, (a,), {})
+    if isinstance(a, ScalarVar):
+        return _scalar_op(frame, fn, a)
     if foldable(a):
         return const(fold(fn, a.python_value()))
     raise Unsupported(f"unary {sym} on {describe(a)}")
+
+
+def _scalar_op(frame, fn, *args: Var) -> ScalarVar:
+    """Arithmetic on numbers the graph computes (captured `.item()`s): recorded, not folded."""
+    for a in args:
+        if not isinstance(a, ScalarVar) and not (isinstance(a, ConstVar) and type(a.value) in (int, float, bool)):
+            raise Unsupported(f"operator {fn.__name__} on a captured scalar and {describe(a)}")
+    node, result = frame.tracer.graph.call("call_function", fn, args, {})
+    return ScalarVar(node, result)

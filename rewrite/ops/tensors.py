@@ -11,7 +11,8 @@ import types
 import torch
 
 from ..errors import Unsupported
-from ..trace.values import ConstVar, DictVar, ListVar, MethodVar, TensorVar, TupleVar, Var
+from .. import config
+from ..trace.values import ConstVar, DictVar, ListVar, MethodVar, ScalarVar, TensorVar, TupleVar, Var
 from .core import const, describe, fold, foldable
 
 # --- tensor attributes --------------------------------------------------------------------
@@ -120,6 +121,10 @@ def call_method(frame, name: str, args: list[Var], kwargs: dict[str, Var]) -> Va
         real_args = [_fold(a) for a in args[1:]]
         real_kwargs = {k: _fold(v) for k, v in kwargs.items()}
         return const(fold(getattr(self.value, name), *real_args, **real_kwargs))
+    if name == "item" and config.capture_scalar_outputs and len(args) == 1 and not kwargs:
+        _shape_known(frame, self, "Tensor.item()")
+        node, result = frame.tracer.graph.call("call_method", "item", (self,), {})
+        return ScalarVar(node, result)
     if name in DATA_METHODS:
         raise Unsupported(f"Tensor.{name}() reads a tensor's value into Python (data-dependent)",
                           "keep it out of the compiled function, or compute with tensors instead")

@@ -12,6 +12,7 @@ The rules, by the value's type:
   tuple/list (incl. namedtuple,   -> TupleVar/ListVar + TypeMatch + LenMatch, items wrapped one by one
   torch.Size)
   dict                            -> DictVar + TypeMatch + KeysMatch, values wrapped one by one
+  torch.no_grad(), enable_grad()  -> GradModeVar + TypeMatch (the context a resume function re-enters)
   function/module/class/builtin   -> ObjectVar + IdMatch
   anything else                   -> ObjectVar + TypeMatch (its attributes are guarded when read)
 
@@ -32,7 +33,7 @@ import torch
 from ..errors import Unsupported
 from ..guards.guard import AliasMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch
 from ..guards.source import AttrSource, ItemSource
-from .values import ConstVar, DictVar, ListVar, ObjectVar, TupleVar
+from .values import ConstVar, DictVar, GradModeVar, ListVar, ObjectVar, TupleVar
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
 EQUAL_CONSTS = (torch.device, range, slice)
@@ -101,6 +102,9 @@ def _wrap(tracer, value, source, t, add):
         add(KeysMatch(source, tuple(value)))
         items = {k: tracer.wrap(v, ItemSource(source, k) if source else None) for k, v in value.items()}
         return DictVar(items, source, mutable=False)
+    if t is torch.no_grad or t is torch.enable_grad:  # no state until entered
+        add(TypeMatch(source, t))
+        return GradModeVar(t is torch.enable_grad)
     if isinstance(value, IDENTITY):
         add(IdMatch(source, value))
         return ObjectVar(value, source)

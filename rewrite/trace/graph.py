@@ -16,7 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..errors import Unsupported, UserError
 from ..guards.source import Source
-from .values import ConstVar, DictVar, ListVar, ObjectVar, TensorVar, TupleVar, Var, make_tuple
+from .values import ConstVar, DictVar, ListVar, ObjectVar, ScalarVar, TensorVar, TupleVar, Var, make_tuple
 
 
 class GraphBuilder:
@@ -85,6 +85,11 @@ class GraphBuilder:
         self._created.append(node)
         self.op_count += 1
         return node, result
+
+    def set_grad(self, enabled: bool) -> None:
+        """Record a grad-mode switch (a `with torch.no_grad()` edge); not counted as an op."""
+        node = self.graph.call_function(torch._C._set_grad_enabled, (enabled,))
+        self._created.append(node)
 
     def wrap_result(self, node, result) -> Var:
         """A Var for an op's result: tensors become TensorVars, sequences of them TupleVars."""
@@ -172,7 +177,7 @@ class _InputWriteCheck(TorchDispatchMode):
 
 
 def _real(obj):
-    if isinstance(obj, TensorVar):
+    if isinstance(obj, (TensorVar, ScalarVar)):
         return obj.value
     if isinstance(obj, (ConstVar, ObjectVar)):
         return obj.value
@@ -196,7 +201,7 @@ def _real(obj):
 
 
 def _fx(obj):
-    if isinstance(obj, TensorVar):
+    if isinstance(obj, (TensorVar, ScalarVar)):
         return obj.node
     if isinstance(obj, ConstVar):
         return obj.value

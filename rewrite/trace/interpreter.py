@@ -59,7 +59,7 @@ def instructions_of(code: types.CodeType):
 
 class Checkpoint:
     """The root frame just before one instruction: where a graph break resumes from."""
-    __slots__ = ("ip", "stack", "locals", "kw_names", "graph_mark", "mutations")
+    __slots__ = ("ip", "stack", "locals", "kw_names", "graph_mark", "mutations", "grad_enabled")
 
     def __init__(self, frame):
         self.mutations = mutations()
@@ -68,6 +68,7 @@ class Checkpoint:
         self.locals = dict(frame.locals)
         self.kw_names = frame.kw_names
         self.graph_mark = frame.tracer.graph.mark()
+        self.grad_enabled = frame.tracer.grad_enabled
 
 
 class _Lazy:
@@ -92,6 +93,7 @@ class Tracer:
         self.steps = 0
         self.depth = 0
         self.log_trace = logs.enabled("trace")
+        self.grad_at_start = self.grad_enabled = torch.is_grad_enabled()
         if not SUPPORTED:  # the prologue works on 3.12 and 3.13; their opcode handlers are to come
             raise Unsupported(f"tracing Python {sys.version_info[0]}.{sys.version_info[1]} bytecode is not "
                               "supported yet (3.11 is)")
@@ -104,17 +106,28 @@ class Tracer:
         self.root = Frame(self, code, locals_, cells, globals_, GlobalSource, None)
 
     def run(self) -> Var:
-        return self.root.run()
+        try:
+            return self.root.run()
+        finally:  # the ops ran for real under the traced grad mode: leave it as the caller had it
+            torch._C._set_grad_enabled(self.grad_at_start)
+
+    def set_grad(self, enabled: bool) -> None:
+        """Switch grad mode from here on: in the graph, and for the real ops the trace runs."""
+        self.read_grad_mode()  # what leaving a `with` restores is the mode the entry was traced under
+        if enabled != self.grad_enabled:
+            self.graph.set_grad(enabled)
+            torch._C._set_grad_enabled(enabled)
+            self.grad_enabled = enabled
 
     def read_default_dtype(self) -> None:
         """The default dtype shaped a result (a factory call, promotion with a Python float)."""
         self.guards.add(DefaultDtypeMatch(torch.get_default_dtype()))
 
     def read_grad_mode(self) -> bool:
-        """Grad mode was read while tracing: the entry is only valid under the same mode."""
-        enabled = torch.is_grad_enabled()
-        self.guards.add(GradModeMatch(enabled))
-        return enabled
+        """Grad mode was read while tracing: the entry is only valid when called under the
+        mode this trace started with. Returns the mode now (a traced `with` may have changed it)."""
+        self.guards.add(GradModeMatch(self.grad_at_start))
+        return self.grad_enabled
 
     # -- wrapping real values from sources (installs guards) --------------------------------
     def wrap(self, value, source: Source | None) -> Var:
@@ -239,7 +252,7 @@ class Frame:
     def __init__(self, tracer: Tracer, code, locals_, cells, globals_, global_source, parent):
         self.tracer = tracer
         self.code = code
-        self.instructions, self.index_of, self.handled = instructions_of(code)
+        self.instructions, self.index_of, (self.handled, self.user_try) = instructions_of(code)
         self.locals: dict = locals_
         self.cells: dict[str, CellVar] = cells
         self.globals = globals_
@@ -255,10 +268,15 @@ class Frame:
         self.kw_names: tuple[str, ...] = ()
 
     def in_try(self) -> bool:
-        """Whether an exception raised now would be caught by a handler of this frame or a caller's."""
+        """Whether an exception raised now could be caught by a handler of this frame or a
+        caller's: a `try`, or a `with` over a context manager the trace did not enter itself
+        (its `__exit__` may swallow the exception). Traced grad-mode `with`s only re-raise."""
         frame = self
         while frame is not None:
-            if frame.ip and frame.instructions[frame.ip - 1].offset in frame.handled:
+            if frame.ip and frame.instructions[frame.ip - 1].offset in frame.user_try:
+                return True
+            if any(isinstance(v, ObjectVar) and getattr(v.value, "__name__", None) == "__exit__"
+                   for v in frame.stack):
                 return True
             frame = frame.parent
         return False

@@ -4,6 +4,7 @@ A few kinds, not a class per Python type: what a value *does* is decided by the 
 tables in `rewrite/ops`, keyed by the underlying Python object or its type.
 
 * TensorVar   -- a tensor in the graph: its fx node and the real tensor computed while tracing
+* ScalarVar   -- a Python number computed in the graph (`.item()` with config.capture_scalar_outputs)
 * ConstVar    -- an immutable Python value known at trace time (int, str, dtype, range, slice, ...)
 * TupleVar / ListVar / DictVar -- containers of Vars (ListVar/DictVar created while tracing are mutable)
 * IteratorVar -- an iterator over a materialized list of Vars
@@ -11,6 +12,8 @@ tables in `rewrite/ops`, keyed by the underlying Python object or its type.
 * FunctionVar -- a function created while tracing (MAKE_FUNCTION), inlined when called
 * MethodVar   -- a bound method on a Var (`x.relu`, `lst.append`)
 * CellVar     -- a closure cell: virtual (created while tracing) or a real cell with a source
+* GradModeVar -- `torch.no_grad()`, `enable_grad()`, `set_grad_enabled(b)`; ContextExitVar is
+                 the `__exit__` a `with` block over one leaves on the stack
 
 Every Var may carry the `Source` it was read from; guards are installed when a value is
 first wrapped from its source (see `builder.py`).
@@ -57,6 +60,21 @@ class TensorVar(Var):
 
     def __repr__(self):
         return f"TensorVar({self.node.name}: {str(self.value.dtype)[6:]}{list(self.value.shape)})"
+
+
+class ScalarVar(Var):
+    """A Python number the graph computes from tensor data (`t.item()` when
+    `config.capture_scalar_outputs` is on): arithmetic on it and tensor ops taking it are
+    recorded; anything that needs its value in Python (a branch, a range bound) breaks."""
+    __slots__ = ("node", "value")
+
+    def __init__(self, node, value):
+        super().__init__(None)
+        self.node = node
+        self.value = value
+
+    def __repr__(self):
+        return f"ScalarVar({self.node.name}: {type(self.value).__name__})"
 
 
 class ConstVar(Var):
@@ -235,6 +253,33 @@ class CellVar(Var):
         super().__init__(source)
         self.contents = contents
         self.real = real
+
+
+class GradModeVar(Var):
+    """A grad-mode context manager made while tracing. `mode` is what entering sets; `prev`
+    is what leaving restores (for set_grad_enabled: the mode when it was made)."""
+    __slots__ = ("mode", "prev", "entered_from")
+
+    def __init__(self, mode: bool, prev: bool | None = None):
+        super().__init__(None)
+        self.mode = mode
+        self.prev = prev
+        self.entered_from = None  # the grad mode just before __enter__
+
+    def __repr__(self):
+        return f"GradModeVar({self.mode})"
+
+
+class ContextExitVar(Var):
+    """The bound `__exit__` of a traced context manager, as BEFORE_WITH leaves it on the stack."""
+    __slots__ = ("ctx",)
+
+    def __init__(self, ctx: GradModeVar):
+        super().__init__(None)
+        self.ctx = ctx
+
+    def __repr__(self):
+        return f"ContextExitVar({self.ctx!r})"
 
 
 class NullVar(Var):

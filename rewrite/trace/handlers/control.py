@@ -2,7 +2,7 @@
 from ... import ops
 from ...errors import Unsupported
 from ..interpreter import Return, Yielded, handler
-from ..values import ConstVar
+from ..values import ConstVar, ContextExitVar
 
 
 @handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
@@ -89,4 +89,7 @@ def load_assertion_error(frame, inst):
 
 @handler("BEFORE_WITH")
 def before_with(frame, inst):
-    raise Unsupported(f"with block over {ops.describe(frame.stack[-1])}")
+    entered = ops.enter_context(frame, frame.stack[-1])  # Unsupported before the stack changes
+    ctx = frame.pop()
+    frame.push(ContextExitVar(ctx))
+    frame.push(entered)
