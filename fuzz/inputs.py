@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 DTYPES = ("float32", "float64", "int64", "bool")
-LAYOUTS = ("contiguous", "transposed", "sliced", "expanded")
+LAYOUTS = ("contiguous", "transposed", "sliced", "expanded", "grad")  # grad: a float leaf that requires grad
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,9 @@ class TensorSpec:
     def expr(self, dims: dict, seed: int) -> str:
         shape = self.shape(dims)
         layout = self.layout if len(shape) >= (2 if self.layout == "transposed" else 1) else "contiguous"
+        if layout == "grad":
+            make = _maker(self.dtype, shape, seed)
+            return f"{make}.requires_grad_()" if self.dtype.startswith("float") else make
         base = list(shape)
         if layout == "transposed":
             base[-1], base[-2] = base[-2], base[-1]

@@ -193,6 +193,19 @@ def rule_for(draw, g):
     return lines, meta
 
 
+GRAD_CONTEXTS = ["torch.no_grad()", "torch.enable_grad()", "torch.set_grad_enabled(False)",
+                 "torch.set_grad_enabled(True)"]
+
+
+def rule_grad_block(draw, g):
+    """A statement (possibly one that breaks the graph) inside a grad-mode `with` block."""
+    inner = draw(st.sampled_from([rule_assign(UNARY), rule_assign(BINARY), rule_assign(REDUCE), rule_unsupported]))
+    lines, meta = inner(draw, g)
+    ctx = draw(st.sampled_from(GRAD_CONTEXTS))
+    wrap = lambda body: [f"with {ctx}:", *("    " + line for line in body)]  # noqa: E731
+    return wrap(lines), wrap(meta if meta is not None else lines)
+
+
 HELPERS = [
     "def h{i}(a, b=2, *, scale=1.0):\n    return a * b + scale",
     "def h{i}(*ts, **kw):\n    out = ts[0]\n    for t in ts[1:]:\n        out = out + t\n    return out * kw.get('w', 1)",
@@ -246,7 +259,7 @@ RULES = [
     (8, rule_assign(UNARY)), (8, rule_assign(BINARY)), (5, rule_assign(REDUCE)), (5, rule_assign(VIEW)),
     (4, rule_assign(INDEX)), (4, rule_assign(COMBINE)), (3, rule_assign(SIZES, "k")), (2, rule_assign(CREATE)),
     (2, rule_inplace), (2, rule_if_python), (2, rule_for), (2, rule_helper), (1, rule_unsupported),
-    (2, rule_box),
+    (2, rule_box), (1, rule_grad_block),
 ]
 _WEIGHTED = [rule for weight, rule in RULES for _ in range(weight)]
 

@@ -109,7 +109,7 @@ def plan_outputs(cap: Capture) -> None:
                     return f"({inner},)" if len(v.items) == 1 else f"({inner})"
                 if hasattr(v.py_type, "_fields"):
                     return f"{cap.consts.ref(v.py_type)}({inner})"
-                return f"{cap.consts.ref(v.py_type)}(({inner},))"
+                return f"{cap.consts.ref(v.py_type)}(({inner}{',' if v.items else ''}))"
             if isinstance(v, ListVar):
                 return "[" + ", ".join(rebuild(i) for i in v.items) + "]"
             if isinstance(v, DictVar):

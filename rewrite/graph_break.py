@@ -24,7 +24,8 @@ What the entry runs eagerly depends on that instruction (`kind`):
 A `with torch.no_grad()` (or enable_grad/set_grad_enabled) open at the break is left by the
 graph, re-entered around the eager step, and re-entered again by the resume function's first
 instructions, so exceptions raised in any part still leave through the user's handler.
-Breaks inside `try`, in functions whose locals are captured by inner functions (cells), in
+Breaks inside `try` or inside a `with` block over a context manager the trace did not
+enter (its `__exit__` may swallow exceptions), in functions whose locals are captured by inner functions (cells), in
 generators, or with a stack the entry cannot rebuild make the whole call run eagerly.
 """
 from __future__ import annotations
@@ -69,6 +70,7 @@ STEPS = {
     "UNARY_NOT": (1, lambda inst, s: ([f"___r0 = not {s[0]}"], 1)),
     "UNARY_NEGATIVE": (1, lambda inst, s: ([f"___r0 = -{s[0]}"], 1)),
     "UNARY_INVERT": (1, lambda inst, s: ([f"___r0 = ~{s[0]}"], 1)),
+    "IMPORT_NAME": (2, lambda inst, s: ([f"___r0 = __import__({inst.argval!r}, {GLOBALS}, None, {s[1]}, {s[0]})"], 1)),
     "UNPACK_SEQUENCE": (1, lambda inst, s: ([f"{', '.join(f'___r{inst.arg - 1 - i}' for i in range(inst.arg))},"
                                              f" = {s[0]}"], inst.arg)),
 }
@@ -92,8 +94,9 @@ def plan(tracer, error: Unsupported):
     if cp is None or code.co_cellvars or code.co_flags & 0x20:
         return None
     inst = root.instructions[cp.ip]
-    if inst.offset in root.user_try:
-        return None
+    from .trace.interpreter import untraced_with_open
+    if inst.offset in root.user_try or untraced_with_open(cp.stack):
+        return None  # an exception from the eager step must meet the user's handler or __exit__
     if inst.opname == "CALL":
         kind = "call"
     elif inst.opname in JUMPS:

@@ -246,6 +246,12 @@ def bind_arguments(code, args, kwargs, defaults, kwdefaults) -> dict[str, Var]:
     return out
 
 
+def untraced_with_open(stack) -> bool:
+    """Whether a `with` block over a context manager the tracer did not enter is open: its
+    real `__exit__` is on the stack, and may swallow an exception."""
+    return any(isinstance(v, ObjectVar) and getattr(v.value, "__name__", None) == "__exit__" for v in stack)
+
+
 class Frame:
     """The state of one (possibly inlined) function while it is interpreted."""
 
@@ -275,8 +281,7 @@ class Frame:
         while frame is not None:
             if frame.ip and frame.instructions[frame.ip - 1].offset in frame.user_try:
                 return True
-            if any(isinstance(v, ObjectVar) and getattr(v.value, "__name__", None) == "__exit__"
-                   for v in frame.stack):
+            if untraced_with_open(frame.stack):
                 return True
             frame = frame.parent
         return False

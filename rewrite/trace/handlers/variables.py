@@ -1,9 +1,12 @@
-"""Loads and stores: constants, locals, globals, cells, attributes."""
+"""Loads and stores: constants, locals, globals, cells, attributes, imports."""
+import importlib.util
+import sys
+
 from ... import ops
 from ...bytecode.compat import load_global_pushes_null
 from ...errors import Unsupported
 from ..interpreter import _Lazy, handler
-from ..values import NULL, CellVar
+from ..values import NULL, CellVar, ObjectVar
 
 
 @handler("LOAD_CONST")
@@ -81,3 +84,21 @@ def store_attr(frame, inst):
     obj = frame.pop()
     frame.pop()
     raise Unsupported(f"assignment to attribute {inst.argval!r} of {ops.describe(obj)} (side effect)")
+
+
+@handler("IMPORT_NAME")
+def import_name(frame, inst):
+    """`import m` inside a function: the module, when it is imported already (importing runs
+    its code: a graph break). Like torch's own modules, it is then read without guards."""
+    fromlist = ops.python_value(frame.pop(), "import")
+    level = ops.python_value(frame.pop(), "import")
+    name = inst.argval
+    resolved = importlib.util.resolve_name("." * level + name, frame.globals.get("__package__")) if level else name
+    if resolved not in sys.modules:
+        raise Unsupported(f"import of {resolved} (not imported yet: importing it runs its code)")
+    frame.push(ObjectVar(__import__(name, frame.globals, None, fromlist, level)))
+
+
+@handler("IMPORT_FROM")
+def import_from(frame, inst):
+    frame.push(ops.getattr_(frame, frame.stack[-1], inst.argval))
