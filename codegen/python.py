@@ -168,7 +168,10 @@ class Renderer:
                 continue
             if n.op == "output":
                 outs = [self.arg(o) for o in n.args[0]]
-                lines.append(f"    return {self.arg(n.args[0]) if result is None else result(outs)}")
+                if result is None:
+                    lines.append(f"    return {self.arg(n.args[0])}")
+                else:
+                    lines += ["    " + line for line in result(outs)]
                 continue
             lines += ["    " + s for s in self.statement(n)]
             if n in dying:
@@ -180,7 +183,7 @@ def fused_entry_source(graph: torch.fx.Graph, params, inputs: dict, result, take
     """An entry function with the graph's statements inlined: no call, no output tuple.
 
     `inputs` maps each placeholder to the expression reading it from the frame, `result`
-    turns the list of output names into the expression the entry returns.
+    turns the list of output names into the statements that end the entry (a `return`).
     """
     r = Renderer(graph, taken=set(params) | set(taken), inputs=inputs)
     return r.render("entry", params=params, result=result), r.consts

@@ -58,8 +58,7 @@ class Capture:
     tracer: Tracer
     result: Var
     graph_outputs: list = field(default_factory=list)  # fx nodes, in output order
-    rebuild: str = "None"  # Python expression over ___o (graph outputs) and the frame's names
-    render: object = None  # (i -> how graph output i is read) -> that expression
+    render: object = None  # (i -> how graph output i is read, assign) -> statements; see plan_outputs
     consts: Consts = field(default_factory=Consts)
 
 
@@ -77,12 +76,13 @@ def capture(code, globals_, params, args) -> Capture:
 def plan_outputs(cap: Capture) -> None:
     """Graph outputs are the tensors the result holds; everything else is rebuilt in Python.
 
-    `cap.render(output_expr)` writes the result expression given how graph output i is
+    `cap.render(output_expr, assign)` writes the statements that replay the trace's side
+    effects and return the result (or assign it to `assign`), given how graph output i is
     read (`___o[i]` after a call, or a name when the graph's statements are inlined).
     """
     index: dict[torch.fx.Node, int] = {}
 
-    def render(output_expr) -> str:
+    def render(output_expr, assign: str | None = None) -> list[str]:
         built: dict[int, str] = {}  # a list or dict returned twice is one object, built once
 
         def rebuild(v: Var) -> str:
@@ -129,9 +129,17 @@ def plan_outputs(cap: Capture) -> None:
                 return f"iter(({rest}{',' if rest else ''}))"
             raise Unsupported(f"returning {type(v).__name__} from a compiled function")
 
-        return rebuild(cap.result)
+        effects = cap.tracer.side_effects
+        if not effects:
+            result = rebuild(cap.result)
+            return [f"return {result}"] if assign is None else [f"{assign} = {result}"]
+        # every value (the result too) is read before the first write: a write cannot change them
+        values, writes = effects.replay(rebuild)
+        name = assign or "___result"
+        lines = [*values, f"{name} = {rebuild(cap.result)}", *writes]
+        return lines + ([f"return {name}"] if assign is None else [])
 
-    cap.rebuild = render(lambda i: f"___o[{i}]")
+    render(lambda i: f"___o[{i}]")  # decides the graph outputs
     cap.render = render
     cap.tracer.graph.output(cap.graph_outputs)
 
@@ -178,9 +186,9 @@ def entry_source(cap: Capture | None, compiled, params, name: str, miss=None, br
             lines.append(f"___o = ___graph({inputs})")
             consts.values["___graph"] = compiled
         if brk is None:
-            lines.append(f"return {cap.rebuild}")
+            lines += cap.render(lambda i: f"___o[{i}]")
         else:
-            lines.append(f"___v = {cap.rebuild}")
+            lines += cap.render(lambda i: f"___o[{i}]", "___v")
             lines += brk.body(cap.tracer, brk.dispatcher, consts.values)
         body = f"def entry({', '.join(args)}):\n" + "".join(f"    {line}\n" for line in lines)
     free = ", ".join([GLOBALS, *consts.values])

@@ -19,11 +19,11 @@ from ..trace.values import (ConstVar, ContextExitVar, DictVar, FunctionVar, Grad
 from .builtins import BUILTINS, PURE, call_builtin
 from .core import (const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate, key_of, make_slice,
                    python_value, setitem, truthy, unpack)
-from .objects import dict_method, getattr_object, list_method, tuple_field, tuple_method
+from .objects import dict_method, getattr_object, list_method, setattr_object, tuple_field, tuple_method
 from .operators import OPERATOR_FUNCTIONS, UNARY, binary, unary
 from .tensors import call_method, call_torch, getattr_tensor, is_torch_callable
 
-__all__ = ["getattr_", "call", "enter_context", "binary", "unary", "const", "contains", "delitem", "describe", "fold", "getitem",
+__all__ = ["getattr_", "setattr_", "call", "enter_context", "binary", "unary", "const", "contains", "delitem", "describe", "fold", "getitem",
            "is_same", "iterate", "key_of", "make_slice", "python_value", "setitem", "truthy", "unpack"]
 
 _UNARY_FUNCTIONS = {fn: sym for sym, fn in UNARY.items()}
@@ -43,6 +43,12 @@ def getattr_(frame, obj: Var, name: str) -> Var:
     if isinstance(obj, (TupleVar, ListVar, DictVar)):
         return MethodVar(obj, name)
     raise Unsupported(f"attribute {name!r} of {describe(obj)}")
+
+
+def setattr_(frame, obj: Var, name: str, value) -> None:
+    if isinstance(obj, TensorVar):
+        raise Unsupported(f"assignment to tensor attribute .{name}")
+    setattr_object(frame, obj, name, value)
 
 
 def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:

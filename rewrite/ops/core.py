@@ -8,7 +8,7 @@ import torch
 
 from ..errors import Unsupported, UserError
 from ..trace.values import (CellVar, ConstVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar,
-                            ObjectVar, ScalarVar, TensorVar, TupleVar, Var, note_mutation)
+                            ObjectVar, ScalarVar, TensorVar, TupleVar, Var)
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
 IMMUTABLE = SCALARS + (torch.dtype, torch.device, range, slice, types.CodeType, type(Ellipsis), frozenset,
@@ -232,28 +232,30 @@ def setitem(frame, obj: Var, index: Var, value: Var) -> None:
         from .tensors import call_function
         call_function(frame, operator.setitem, (obj, index, value), {})
         return
-    if isinstance(obj, (ListVar, DictVar)) and obj.mutable:
-        note_mutation()
-    if isinstance(obj, ListVar) and obj.mutable:
+    if isinstance(obj, (ListVar, DictVar)):
+        from .objects import mutating
+        mutating(frame, obj)
+    if isinstance(obj, ListVar):
         i = python_value(index, "a list index")
         if isinstance(i, slice):
             fold(operator.setitem, obj.items, i, unpack(frame, value))
         else:
             fold(operator.setitem, obj.items, i, value)
         return
-    if isinstance(obj, DictVar) and obj.mutable:
+    if isinstance(obj, DictVar):
         obj.items[key_of(index)] = value
         return
-    raise Unsupported(f"item assignment on {describe(obj)} (a side effect the tracer does not replay yet)")
+    raise Unsupported(f"item assignment on {describe(obj)}")
 
 
 def delitem(frame, obj: Var, index: Var) -> None:
-    if isinstance(obj, (ListVar, DictVar)) and obj.mutable:
-        note_mutation()
-    if isinstance(obj, ListVar) and obj.mutable:
+    if isinstance(obj, (ListVar, DictVar)):
+        from .objects import mutating
+        mutating(frame, obj)
+    if isinstance(obj, ListVar):
         fold(operator.delitem, obj.items, python_value(index, "a list index"))
         return
-    if isinstance(obj, DictVar) and obj.mutable:
+    if isinstance(obj, DictVar):
         fold(operator.delitem, obj.items, key_of(index))
         return
     raise Unsupported(f"del on an item of {describe(obj)}")

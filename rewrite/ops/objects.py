@@ -9,7 +9,8 @@ import torch
 from ..errors import Unsupported
 from ..guards.guard import IdMatch, NotInDictMatch
 from ..guards.source import AttrSource
-from ..trace.values import ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TupleVar, Var, note_mutation
+from ..trace.values import (ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var,
+                            note_mutation)
 from .core import const, describe, fold, foldable, key_of, python_value, unpack
 
 # modules whose attributes are taken as constants without a guard (Dynamo does the same for torch)
@@ -26,6 +27,10 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
     value = var.value
     tracer = frame.tracer
     source = AttrSource(var.source, name) if var.source is not None else None
+    if source is not None:
+        stored = tracer.side_effects.load(source)
+        if stored is not None:  # written earlier in this trace
+            return stored
     if isinstance(value, types.ModuleType):
         try:
             attr = getattr(value, name)
@@ -79,33 +84,64 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
     raise Unsupported(f"attribute {name!r} of {describe(var)}")
 
 
+def setattr_object(frame, var: Var, name: str, value) -> None:
+    """`obj.name = value` (value DELETED: `del obj.name`) on an object that came in: recorded
+    as a side effect, replayed after the graph. Objects whose class customizes attribute
+    assignment (other than nn.Module for plain values) or has a data descriptor there are
+    not traced."""
+    from ..trace.side_effects import DELETED
+    obj = var.value if isinstance(var, ObjectVar) else None
+    if obj is None or var.source is None or isinstance(obj, (type, types.ModuleType)):
+        raise Unsupported(f"assignment to attribute {name!r} of {describe(var)}")
+    cls = type(obj)
+    static = inspect.getattr_static(cls, name, _MISSING)
+    if static is not _MISSING and hasattr(type(static), "__set__"):
+        raise Unsupported(f"assignment to {cls.__qualname__}.{name}, a property or slot")
+    if cls.__setattr__ is torch.nn.Module.__setattr__:
+        if value is DELETED or isinstance(getattr(value, "value", None), torch.nn.Module) or name.startswith("_") \
+                or name in obj._parameters or name in obj._modules:
+            raise Unsupported(f"assignment to {cls.__qualname__}.{name} (module structure or parameter)")
+        if isinstance(value, TensorVar) and name not in obj._buffers and not hasattr(obj, name):
+            raise Unsupported(f"assigning a new tensor attribute {name!r} to a module")
+    elif cls.__setattr__ is not object.__setattr__ or (value is DELETED and cls.__delattr__ is not object.__delattr__):
+        raise Unsupported(f"assignment to an attribute of {cls.__qualname__}, which defines __setattr__")
+    if getattr(obj, "__dict__", None) is None:
+        raise Unsupported(f"assignment to an attribute of {cls.__qualname__}, which has no __dict__")
+    if value is DELETED and frame.tracer.side_effects.load(AttrSource(var.source, name)) is None \
+            and name not in obj.__dict__:
+        raise Unsupported(f"del of attribute {name!r} it does not have (the call raises eagerly)")
+    frame.tracer.side_effects.store(AttrSource(var.source, name), value)
+
+
 # --- container methods -----------------------------------------------------------------------------------
-def _mutable(v):
-    if not v.mutable:
-        raise Unsupported(f"mutation of {describe(v)} that came from outside (a side effect the tracer does not "
-                          "replay yet)")
-    note_mutation()
+def mutating(frame, v) -> None:
+    """`v` (a ListVar or DictVar) is about to change in place: fine for one made while tracing;
+    one that came in is changed in the trace's view and refilled by the entry."""
+    if v.mutable:
+        note_mutation()
+    else:
+        frame.tracer.side_effects.mutate(v)
 
 
 def list_method(frame, lst: ListVar, name: str, args: list[Var], kwargs) -> Var:
     items = lst.items
     if name == "append":
-        _mutable(lst)
+        mutating(frame, lst)
         items.append(args[0])
     elif name == "extend":
-        _mutable(lst)
+        mutating(frame, lst)
         items.extend(unpack(frame, args[0]))
     elif name == "insert":
-        _mutable(lst)
+        mutating(frame, lst)
         items.insert(python_value(args[0], "list.insert"), args[1])
     elif name == "pop":
-        _mutable(lst)
+        mutating(frame, lst)
         return fold(items.pop, python_value(args[0], "list.pop") if args else -1)
     elif name == "clear":
-        _mutable(lst)
+        mutating(frame, lst)
         items.clear()
     elif name == "reverse":
-        _mutable(lst)
+        mutating(frame, lst)
         items.reverse()
     elif name == "copy":
         return ListVar(items)
@@ -114,7 +150,7 @@ def list_method(frame, lst: ListVar, name: str, args: list[Var], kwargs) -> Var:
         result = fold(getattr(values, name), *(python_value(a, f"list.{name}") for a in args),
                       **{k: python_value(v, f"list.{name}") for k, v in kwargs.items()})
         if name in ("sort", "remove"):
-            _mutable(lst)
+            mutating(frame, lst)
             items[:] = [const(v) for v in values]
         return const(result)
     else:
@@ -132,7 +168,7 @@ def dict_method(frame, d: DictVar, name: str, args: list[Var], kwargs) -> Var:
     if name == "copy":
         return DictVar(items)
     if name in ("pop", "update", "setdefault", "clear", "popitem"):
-        _mutable(d)
+        mutating(frame, d)
         if name == "pop":
             key = key_of(args[0])
             if key not in items and len(args) < 2:

@@ -6,7 +6,7 @@ import operator
 import torch
 
 from ..errors import Unsupported
-from ..trace.values import ConstVar, ListVar, ScalarVar, TensorVar, TupleVar, Var, note_mutation
+from ..trace.values import ConstVar, ListVar, ScalarVar, TensorVar, TupleVar, Var
 from .core import const, describe, fold, foldable, unpack
 
 BINARY = {
@@ -34,7 +34,7 @@ def binary(frame, sym: str, a: Var, b: Var) -> Var:
         return call_function(frame, fn, (a, b), {})
     if isinstance(a, ScalarVar) or isinstance(b, ScalarVar):
         return _scalar_op(frame, BINARY[sym[:-1]] if sym in INPLACE else fn, a, b)
-    seq = _sequence_op(sym, a, b)
+    seq = _sequence_op(frame, sym, a, b)
     if seq is not None:
         return seq
     if foldable(a) and foldable(b):
@@ -42,22 +42,21 @@ def binary(frame, sym: str, a: Var, b: Var) -> Var:
     raise Unsupported(f"operator {sym} on {describe(a)} and {describe(b)}")
 
 
-def _sequence_op(sym, a, b):
+def _sequence_op(frame, sym, a, b):
     """`+` and `*` on tuples and lists of Vars (items may be tensors)."""
     seqs = (TupleVar, ListVar)
     if sym in ("+", "+=") and isinstance(a, seqs) and type(a) is type(b):
         if sym == "+=" and isinstance(a, ListVar):
-            return _extend(a, b.items)
+            return _extend(frame, a, b.items)
         sizes = torch.Size in (getattr(a, "py_type", None), getattr(b, "py_type", None))
         py_type = torch.Size if sizes else tuple  # tuple + Size is a Size, as torch.Size.__radd__ makes it
         return TupleVar(a.items + b.items, py_type=py_type) if isinstance(a, TupleVar) else ListVar(a.items + b.items)
     if sym == "+=" and isinstance(a, ListVar):
-        return _extend(a, unpack(None, b))
+        return _extend(frame, a, unpack(None, b))
     if sym in ("*", "*=") and isinstance(a, seqs) and isinstance(b, ConstVar) and type(b.value) is int:
         if sym == "*=" and isinstance(a, ListVar):
-            if not a.mutable:
-                raise Unsupported("in-place repeat of an input list (side effect)")
-            note_mutation()
+            from .objects import mutating
+            mutating(frame, a)
             a.items[:] = a.items * b.value
             return a
         if isinstance(a, TupleVar):
@@ -68,10 +67,9 @@ def _sequence_op(sym, a, b):
     return None
 
 
-def _extend(lst: ListVar, items) -> ListVar:
-    if not lst.mutable:
-        raise Unsupported("in-place += on an input list (a side effect the tracer does not replay yet)")
-    note_mutation()
+def _extend(frame, lst: ListVar, items) -> ListVar:
+    from .objects import mutating
+    mutating(frame, lst)
     lst.items.extend(items)
     return lst
 

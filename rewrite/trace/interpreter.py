@@ -94,6 +94,8 @@ class Tracer:
         self.depth = 0
         self.log_trace = logs.enabled("trace")
         self.grad_at_start = self.grad_enabled = torch.is_grad_enabled()
+        from .side_effects import SideEffects
+        self.side_effects = SideEffects(self)
         if not SUPPORTED:  # the prologue works on 3.12 and 3.13; their opcode handlers are to come
             raise Unsupported(f"tracing Python {sys.version_info[0]}.{sys.version_info[1]} bytecode is not "
                               "supported yet (3.11 is)")
@@ -313,6 +315,10 @@ class Frame:
         return v
 
     def load_global(self, name: str) -> Var:
+        if self.global_source is not None:
+            stored = self.tracer.side_effects.load(self.global_source(name))
+            if stored is not None:
+                return stored
         if name in self.globals:
             if self.global_source is None:
                 raise Unsupported(f"global {name!r} of a function the tracer cannot locate")
@@ -331,6 +337,10 @@ class Frame:
             if cell.contents is None:
                 raise Unsupported(f"free variable {name!r} read before assignment")
             return cell.contents
+        if cell.source is not None:
+            stored = self.tracer.side_effects.load(CellContentsSource(cell.source))
+            if stored is not None:
+                return stored
         try:
             value = cell.real.cell_contents
         except ValueError:

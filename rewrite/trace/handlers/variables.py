@@ -5,6 +5,7 @@ import sys
 from ... import ops
 from ...bytecode.compat import load_global_pushes_null
 from ...errors import Unsupported
+from ...guards.source import CellContentsSource
 from ..interpreter import _Lazy, handler
 from ..values import NULL, CellVar, ObjectVar
 
@@ -38,7 +39,9 @@ def load_global(frame, inst):
 
 @handler("STORE_GLOBAL")
 def store_global(frame, inst):
-    raise Unsupported(f"assignment to global {inst.argval!r} (a side effect the tracer does not replay yet)")
+    if frame.global_source is None:
+        raise Unsupported(f"assignment to global {inst.argval!r} of a function the tracer cannot locate")
+    frame.tracer.side_effects.store(frame.global_source(inst.argval), frame.pop())
 
 
 @handler("MAKE_CELL")
@@ -62,9 +65,12 @@ def load_deref(frame, inst):
 @handler("STORE_DEREF")
 def store_deref(frame, inst):
     cell = frame.cells[inst.argval]
-    if cell.real is not None:
-        raise Unsupported(f"assignment to nonlocal {inst.argval!r} of an enclosing function (side effect)")
-    cell.contents = frame.pop()
+    if cell.real is None:  # a cell made while tracing
+        cell.contents = frame.pop()
+    elif cell.source is None:
+        raise Unsupported(f"assignment to nonlocal {inst.argval!r} of a function the tracer cannot locate")
+    else:
+        frame.tracer.side_effects.store(CellContentsSource(cell.source), frame.pop())
 
 
 @handler("LOAD_ATTR")
@@ -82,8 +88,13 @@ def load_method(frame, inst):
 @handler("STORE_ATTR")
 def store_attr(frame, inst):
     obj = frame.pop()
-    frame.pop()
-    raise Unsupported(f"assignment to attribute {inst.argval!r} of {ops.describe(obj)} (side effect)")
+    ops.setattr_(frame, obj, inst.argval, frame.pop())
+
+
+@handler("DELETE_ATTR")
+def delete_attr(frame, inst):
+    from ..side_effects import DELETED
+    ops.setattr_(frame, frame.pop(), inst.argval, DELETED)
 
 
 @handler("IMPORT_NAME")
