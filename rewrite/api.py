@@ -33,6 +33,8 @@ def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None 
     options = Options(backend, fullgraph, dynamic)
     if fn is None:
         return functools.partial(jit, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+    if _is_module(fn):
+        return _jit_module(fn, backend, fullgraph, dynamic)
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
     if not isinstance(target, types.FunctionType):
         raise TypeError(f"jit expects a Python function, got {type(fn).__name__}")
@@ -53,6 +55,31 @@ def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None 
                                        target.__qualname__, _dis(code), target.__qualname__, _dis(new))
     target.__code__ = new
     return fn
+
+
+def _is_module(obj) -> bool:
+    import sys
+    nn = sys.modules.get("torch.nn")
+    return nn is not None and isinstance(obj, nn.Module)
+
+
+def _jit_module(module, backend, fullgraph, dynamic):
+    """`jit(module)` returns the module itself, its `forward` compiled for that instance: a
+    jitted copy of the class's forward is bound on the instance, so `module(x)` still runs
+    `__call__` (hooks included), state_dict, parameters, train()/eval() and .to() are the
+    module's own, and instances of one class share compiled code (parameters are inputs)."""
+    bound = module.forward
+    func = getattr(bound, "__func__", None)
+    if not isinstance(func, types.FunctionType) or bound.__self__ is not module:
+        raise TypeError(f"jit expects a module whose forward is a Python method, got {type(bound).__name__}")
+    if "forward" in module.__dict__ and is_rewritten(func.__code__):
+        return module  # already jitted
+    copy = types.FunctionType(func.__code__, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
+    copy.__kwdefaults__ = func.__kwdefaults__
+    functools.update_wrapper(copy, func)
+    jit(copy, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+    module.forward = types.MethodType(copy, module)
+    return module
 
 
 def disable(fn):

@@ -816,21 +816,30 @@ def test_callable_object_and_classmethod_run_eagerly(call):
     check(f, t(3), graph=False)
 
 
-def test_nn_module_call_from_closure_runs_eagerly():
-    # calling an nn.Module is not traced yet: a fallback entry, eager's result
+def test_nn_module_call_from_closure_is_inlined():
     lin = torch.nn.Linear(3, 2).requires_grad_(False)
 
     def f(x):
         return lin(x).relu()
 
-    check_fallback(f, t(4, 3), reason=r"nn\.Module")
+    check(f, t(4, 3))
 
 
-def test_nn_module_passed_as_argument_runs_eagerly():
+def test_nn_module_passed_as_argument_is_inlined():
     def f(m, x):
         return m(x) * 2
 
-    check_fallback(f, torch.nn.ReLU(), t(4, 3), reason=r"nn\.Module")
+    check(f, torch.nn.ReLU(), t(4, 3))
+
+
+def test_nn_module_with_a_forward_hook_runs_eagerly():
+    lin = torch.nn.Linear(3, 2).requires_grad_(False)
+    lin.register_forward_hook(lambda mod, inp, out: out * 10)
+
+    def f(x):
+        return lin(x).relu()
+
+    check_fallback(f, t(4, 3), reason=r"hook")
 
 
 def test_nn_functional_called_on_module_parameters():

@@ -95,7 +95,8 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if isinstance(value, type):
         return _construct(frame, value, args, kwargs)
     if isinstance(value, torch.nn.Module):
-        raise Unsupported(f"call to nn.Module {type(value).__qualname__} (modules are traced in a later version)")
+        from .modules import call_module
+        return call_module(frame, fn, args, kwargs)
     if not isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodWrapperType)) \
             and callable(value) and type(value).__module__ not in ("builtins", "math", "_operator"):
         raise Unsupported(f"call to an object of type {type(value).__qualname__} (its __call__ is traced in a "

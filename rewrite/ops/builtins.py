@@ -57,6 +57,11 @@ def _len(frame, args, kwargs):
         return ConstVar(len(v.items))
     if isinstance(v, DictViewVar):
         return ConstVar(len(v.dict_var.items))
+    if isinstance(v, ObjectVar):
+        from .modules import container_modules
+        mods = container_modules(frame, v)
+        if mods is not None:
+            return ConstVar(len(mods.items))
     return ConstVar(fold(len, python_value(v, "len()")))
 
 

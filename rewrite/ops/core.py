@@ -160,6 +160,11 @@ def unpack(frame, v: Var) -> list[Var]:
     if isinstance(v, TensorVar):
         from .tensors import tensor_len
         return [getitem(frame, v, ConstVar(i)) for i in range(tensor_len(v))]
+    if isinstance(v, ObjectVar):
+        from .modules import iterate_modules
+        items = iterate_modules(frame, v)
+        if items is not None:
+            return items
     raise Unsupported(f"iteration over {describe(v)}")
 
 
@@ -203,6 +208,11 @@ def getitem(frame, obj: Var, index: Var) -> Var:
     if isinstance(obj, TensorVar):
         from .tensors import call_function
         return call_function(frame, operator.getitem, (obj, index), {})
+    if isinstance(obj, ObjectVar):
+        from .modules import index_modules
+        picked = index_modules(frame, obj, index)
+        if picked is not None:
+            return picked
     if isinstance(obj, (TupleVar, ListVar)):
         i = python_value(index, "an index into a sequence")
         try:
