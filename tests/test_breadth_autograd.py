@@ -175,7 +175,6 @@ def test_read_grad_of_input():
     check(f, make)
 
 
-@todo("call to nn.Module Linear (modules are traced in a later version)")
 def test_module_parameter_grads():
     def f(x, m):
         return m(x).pow(2).mean()
@@ -221,7 +220,6 @@ def test_called_under_no_grad_after_compiling_with_grad():
     assert f(x).requires_grad
 
 
-@todo("call to nn.Module Sequential (modules are traced in a later version)")
 def test_training_step_matches_eager_step_by_step():
     def loss_fn(model, x, y):
         return F.mse_loss(model(x), y)

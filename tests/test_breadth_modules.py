@@ -90,32 +90,26 @@ def with_module(make):
 
 # modules called from a jitted function
 
-@todo("call to nn.Module Linear (modules are traced in a later version)")
 def test_call_linear_argument():
     check(lambda x, m: m(x), with_module(lambda: nn.Linear(4, 3)))
 
 
-@todo("call to nn.Module LayerNorm (modules are traced in a later version)")
 def test_call_layernorm_argument():
     check(lambda x, m: m(x), with_module(lambda: nn.LayerNorm(4)))
 
 
-@todo("call to nn.Module Sequential (modules are traced in a later version)")
 def test_call_sequential_argument():
     check(lambda x, m: m(x), with_module(lambda: nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))))
 
 
-@todo("call to nn.Module MLP (modules are traced in a later version)")
 def test_call_user_module_with_submodules():
     check(lambda x, m: m(x), with_module(MLP))
 
 
-@todo("call to nn.Module Residual (modules are traced in a later version)")
 def test_call_nested_user_modules():
     check(lambda x, m: m(x), with_module(lambda: Residual(MLP())))
 
 
-@todo("call to nn.Module MLP (modules are traced in a later version)")
 def test_module_from_closure():
     m = seeded(MLP)
 
@@ -124,7 +118,6 @@ def test_module_from_closure():
     check(f, x4)
 
 
-@todo("iteration over object of type Sequential")
 def test_iterate_sequential():
     def f(x, seq):
         for layer in seq:
@@ -133,14 +126,12 @@ def test_iterate_sequential():
     check(f, with_module(lambda: nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 4))))
 
 
-@todo("len() needs the Python value of object of type Sequential")
 def test_index_and_len_of_sequential():
     def f(x, seq):
         return seq[len(seq) - 1](seq[0](x))
     check(f, with_module(lambda: nn.Sequential(nn.Linear(4, 5), nn.Linear(5, 3))))
 
 
-@todo("call to nn.Module Stack (modules are traced in a later version)")
 def test_module_list_and_dict():
     check(lambda x, m: m(x, "b"), with_module(Stack))
 
@@ -154,7 +145,6 @@ def test_module_list_enumerate_and_slice():
     check(f, with_module(Stack))
 
 
-@todo("call to nn.Module Linear (modules are traced in a later version)")
 def test_module_dict_items():
     def f(x, m):
         return {k: head(x) for k, head in m.heads.items()}
@@ -182,12 +172,10 @@ def test_named_parameters_names():
     check(f, with_module(MLP))
 
 
-@todo("call to nn.Module WithHelpers (modules are traced in a later version)")
 def test_module_attribute_python_value():
     check(lambda x, m: m(x) + m.scale, with_module(WithHelpers))
 
 
-@todo("call to nn.Module TrainFlag (modules are traced in a later version)")
 def test_module_training_branch_eval():
     def make():
         return TrainFlag().eval()
@@ -200,7 +188,6 @@ def test_training_flag_read_in_function():
     check(f, with_module(lambda: nn.Linear(4, 4).eval()))
 
 
-@todo("call to nn.Module Dropout (modules are traced in a later version)")
 def test_dropout_module_in_eval():
     check(lambda x, m: m(x), with_module(lambda: nn.Dropout(0.3).eval()))
 
@@ -210,19 +197,16 @@ def test_batchnorm_train_updates_buffers():
     check(lambda x, m: m(x), with_module(lambda: nn.BatchNorm1d(4)))
 
 
-@todo("call to nn.Module BatchNorm1d (modules are traced in a later version)")
 def test_batchnorm_eval():
     check(lambda x, m: m(x), with_module(lambda: nn.BatchNorm1d(4).eval()))
 
 
-@todo("call to nn.Module Conv2d (modules are traced in a later version)")
 def test_conv2d_and_pool():
     def f(x, conv):
         return F.max_pool2d(torch.relu(conv(x)), 2)
     check(f, lambda s: (rand(s, 1, 2, 6, 6), seeded(lambda: nn.Conv2d(2, 3, 3, padding=1))))
 
 
-@todo("call to nn.Module Embedding (modules are traced in a later version)")
 def test_embedding_lookup():
     def f(ids, emb):
         return emb(ids).mean(1)
@@ -234,7 +218,6 @@ def test_module_state_counter_from_function():
     check(lambda x, m: m(x), with_module(Counter))
 
 
-@todo("call to nn.Module Linear (modules are traced in a later version)")
 def test_isinstance_module_check():
     def f(x, m):
         return m(x) if isinstance(m, nn.Linear) else x
@@ -299,7 +282,6 @@ def test_jit_batchnorm_train():
     check(seeded(lambda: nn.BatchNorm1d(4)), x4)
 
 
-@todo("TypeError: jit expects a Python function, got TrainFlag")
 def test_jit_module_train_eval_switch_follows_eager():
     cnt = CompileCounter()
     m = TrainFlag()
@@ -313,7 +295,6 @@ def test_jit_module_train_eval_switch_follows_eager():
     assert cnt.frame_count == 2
 
 
-@todo("TypeError: jit expects a Python function, got MLP")
 def test_jit_module_keeps_state_dict_and_parameters():
     m = seeded(MLP)
     before = {k: v.clone() for k, v in m.state_dict().items()}
@@ -325,7 +306,6 @@ def test_jit_module_keeps_state_dict_and_parameters():
     assert all(a is b for a, b in zip(compiled.parameters(), m.parameters(), strict=True))
 
 
-@todo("TypeError: jit expects a Python function, got Linear")
 def test_jit_module_sees_weight_updates():
     m = seeded(lambda: nn.Linear(4, 2))
     cnt = CompileCounter()
@@ -338,7 +318,6 @@ def test_jit_module_sees_weight_updates():
     assert cnt.frame_count == 1
 
 
-@todo("TypeError: jit expects a Python function, got MLP")
 def test_jit_two_instances_share_a_graph():
     cnt = CompileCounter()
     a, b = seeded(MLP), MLP()
