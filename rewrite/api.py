@@ -7,6 +7,8 @@ import io
 import types
 import weakref
 
+import torch
+
 from . import logs
 from .bytecode import is_rewritten, splice_prologue
 from .bytecode.compat import CO_GENERATOR_LIKE
@@ -33,7 +35,7 @@ def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None 
     options = Options(backend, fullgraph, dynamic)
     if fn is None:
         return functools.partial(jit, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
-    if _is_module(fn):
+    if isinstance(fn, torch.nn.Module):
         return _jit_module(fn, backend, fullgraph, dynamic)
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
     if not isinstance(target, types.FunctionType):
@@ -55,12 +57,6 @@ def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None 
                                        target.__qualname__, _dis(code), target.__qualname__, _dis(new))
     target.__code__ = new
     return fn
-
-
-def _is_module(obj) -> bool:
-    import sys
-    nn = sys.modules.get("torch.nn")
-    return nn is not None and isinstance(obj, nn.Module)
 
 
 def _jit_module(module, backend, fullgraph, dynamic):

@@ -146,9 +146,9 @@ class Break:
         self.grad_mode_outside = grad_mode_outside
         self.local_names = tuple(checkpoint.locals)  # the bound locals, in binding order
         self.dispatcher = None
-        n = len(checkpoint.stack)  # the slots below what the eager step consumes go to the resume function
-        self.n_below = {"call": n - (inst.arg or 0) - 2, "jump": n - 1, "with": n - 1}.get(kind) \
-            if kind != "step" else n - STEPS[inst.opname][0]
+        # the stack slots below what the eager step consumes go on to the resume function
+        consumed = {"call": (inst.arg or 0) + 2, "jump": 1, "with": 1}.get(kind) or STEPS[inst.opname][0]
+        self.n_below = len(checkpoint.stack) - consumed
 
     def values(self, tracer):
         """The Vars the entry rebuilds: the stack, then the live locals. A `for` loop's iterator
@@ -200,8 +200,8 @@ class Break:
                 return lines
             return [f"with {', '.join(contexts)}:", *("    " + line for line in lines)]
 
+        below = stack[:self.n_below]
         if self.kind == "jump":
-            below = stack[:-1]
             taken = self.resume(tracer, dispatcher, consts, self.inst.argval, below, ())
             fallthrough = self.resume(tracer, dispatcher, consts, self.next_offset, below, ())
             args = ", ".join([*passed(below), *local_args])
@@ -219,16 +219,13 @@ class Break:
             npos = len(args) - len(kw)
             pos = f"({', '.join(args[:npos])}{',' if npos == 1 else ''})"
             kwargs = "{" + ", ".join(f"{k!r}: {a}" for k, a in zip(kw, args[npos:])) + "}"
-            below = stack[:n_stack - argc - 2]
             call = _at_line(consts, tracer.code, self.inst.offset, "call")  # the user's line in tracebacks
             lines, results = [f"___r0 = {call}({fn}, {pos}, {kwargs})"], ["___r0"]
         elif self.kind == "with":
-            below = stack[:-1]
             consts["___enter"] = enter
             lines, results = [f"___r0, ___r1 = ___enter({value[n_stack - 1]})"], ["___r0", "___r1"]
         else:
             n_in, step = STEPS[self.inst.opname]
-            below = stack[:n_stack - n_in]
             lines, n_out = step(self.inst, value[n_stack - n_in:n_stack])
             results = [f"___r{i}" for i in range(n_out)]
         resume = self.resume(tracer, dispatcher, consts, self.next_offset, below, results)

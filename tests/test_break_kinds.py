@@ -518,10 +518,11 @@ def test_import_of_a_module_not_yet_imported_breaks(tmp_path, monkeypatch):
         import rewrite_fresh_module_for_test as m
         return y * m.LOADED
 
+    eager = eager_copy(f)
     jit(f)
-    assert_same(f(torch.ones(2)), torch.ones(2) * 14)
+    assert_same(f(torch.ones(2)), eager(torch.ones(2)))  # the first call imports the module
     assert any("import" in b for b in breaks(f))
-    assert_same(f(torch.ones(2)), torch.ones(2) * 14)
+    assert_same(f(torch.ones(2)), eager(torch.ones(2)))
 
 
 def test_break_rebuilding_an_empty_size():  # fuzzer finding: torch.Size(()) was written `Size((,))`

@@ -20,6 +20,7 @@ from ..guards.source import AttrSource
 from ..trace.values import ObjectVar, Var
 
 HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)
 GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
                 "_global_backward_pre_hooks")
 
@@ -59,16 +60,11 @@ def call_module(frame, var: ObjectVar, args: list[Var], kwargs: dict[str, Var]) 
 def container_modules(frame, var: Var):
     """The submodules of an nn.Sequential / ModuleList / ModuleDict (a DictVar over `_modules`,
     guarded by its keys), or None when `var` is not one with the standard protocol."""
-    m = getattr(var, "value", None) if isinstance(var, ObjectVar) else None
-    cls = type(m)
-    if not isinstance(m, CONTAINERS) or any(getattr(cls, name) is not getattr(base, name)
-                                            for base in CONTAINERS if isinstance(m, base)
-                                            for name in ("__iter__", "__len__", "__getitem__")):
+    m = var.value if isinstance(var, ObjectVar) else None
+    base = next((b for b in CONTAINERS if isinstance(m, b)), None)
+    if base is None or any(getattr(type(m), n) is not getattr(base, n) for n in ("__iter__", "__len__", "__getitem__")):
         return None
     return frame.tracer.wrap(m._modules, AttrSource(var.source, "_modules") if var.source else None)
-
-
-CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)
 
 
 def iterate_modules(frame, var: Var):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..errors import Unsupported
 from ..guards.source import AttrSource, CellContentsSource, GlobalSource, ItemSource, Source
-from .values import DictVar, ListVar, Var, note_mutation
+from .values import ConstVar, ListVar, Var, note_mutation
 
 DELETED = object()
 
@@ -79,22 +79,18 @@ class SideEffects:
         boxes = [(parent(c.source), c) for c in self.containers.values()]
         # every new value is computed before any write: `a.x, a.y = a.y, a.x` reads both first
         writes = []
-        for i, (where, value) in enumerate(targets):
-            if value is DELETED:
-                writes.append(f"del {where}")
-            else:
-                lines.append(f"___s{i} = {rebuild(value)}")
-                writes.append(f"{where} = ___s{i}")
-        for j, (box, c) in enumerate(boxes):
-            if isinstance(c, ListVar):
-                lines.append(f"___s{len(targets) + j} = [{', '.join(rebuild(v) for v in c.items)}]")
-                writes.append(f"{box}[:] = ___s{len(targets) + j}")
-            elif isinstance(c, DictVar):
-                items = ", ".join(f"{rebuild(_key_var(k))}: {rebuild(v)}" for k, v in c.items.items())
-                lines.append(f"___s{len(targets) + j} = {{{items}}}")
-                writes += [f"{box}.clear()", f"{box}.update(___s{len(targets) + j})"]
-        return lines, writes
 
-def _key_var(key):
-    from .values import ConstVar
-    return ConstVar(key)
+        def value_name(expr: str) -> str:
+            name = f"___s{sum(line.startswith('___s') for line in lines)}"
+            lines.append(f"{name} = {expr}")
+            return name
+
+        for where, value in targets:
+            writes.append(f"del {where}" if value is DELETED else f"{where} = {value_name(rebuild(value))}")
+        for box, c in boxes:
+            if isinstance(c, ListVar):
+                writes.append(f"{box}[:] = {value_name('[' + ', '.join(rebuild(v) for v in c.items) + ']')}")
+            else:
+                items = ", ".join(f"{rebuild(ConstVar(k))}: {rebuild(v)}" for k, v in c.items.items())
+                writes += [f"{box}.clear()", f"{box}.update({value_name('{' + items + '}')})"]
+        return lines, writes
