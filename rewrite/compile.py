@@ -24,6 +24,7 @@ from .errors import BackendCompilerFailed, Unsupported
 from .guards.codegen import GuardFunction, GuardSet, guard_source, make_guard_function
 from .guards.guard import Consts
 from .guards.source import GLOBALS, param_name
+from .trace.graph import WritesInputs
 from .trace.interpreter import Tracer
 from .trace.values import (ConstVar, DictVar, DictViewVar, IteratorVar, ListVar, MethodVar, ObjectVar, ScalarVar,
                            TensorVar, TupleVar, Var)
@@ -63,9 +64,15 @@ class Capture:
 
 
 def capture(code, globals_, params, args) -> Capture:
+    """Trace on the real inputs; if the code writes into one, again on copies of them (the
+    trace must leave the inputs as they are: the entry does the writing, when it runs)."""
     tracer = Tracer(code, globals_, params, args)
     try:
-        result = tracer.run()
+        try:
+            result = tracer.run()
+        except WritesInputs:
+            tracer = Tracer(code, globals_, params, args, clone_inputs=True)
+            result = tracer.run()
     except Unsupported as e:
         e.guards = tracer.guards  # a fallback entry is guarded by what was read before the break
         e.tracer = tracer

@@ -192,7 +192,6 @@ def test_dropout_module_in_eval():
     check(lambda x, m: m(x), with_module(lambda: nn.Dropout(0.3).eval()))
 
 
-@todo("call to nn.Module BatchNorm1d (modules are traced in a later version)")
 def test_batchnorm_train_updates_buffers():
     check(lambda x, m: m(x), with_module(lambda: nn.BatchNorm1d(4)))
 
@@ -213,7 +212,6 @@ def test_embedding_lookup():
     check(f, lambda s: (torch.tensor([[1, 2, 3], [4, 5, 6]]) + s, seeded(lambda: nn.Embedding(10, 4))))
 
 
-@todo("call to nn.Module Counter (modules are traced in a later version)")
 def test_module_state_counter_from_function():
     check(lambda x, m: m(x), with_module(Counter))
 
@@ -264,7 +262,6 @@ def test_jit_module_in_eval_mode():
     check(seeded(TrainFlag).eval(), x4)
 
 
-@todo("TypeError: jit expects a Python function, got Counter")
 def test_jit_module_updates_python_counter_and_buffer():
     # the counter is read, so each new value may recompile: compare three calls, not the cache
     m = seeded(Counter)

@@ -322,7 +322,6 @@ def test_closure_list_append():
 
 # in-place tensor ops on inputs
 
-@todo("in-place add_ on an input tensor or a view of one (mutating inputs is replayed in a later version)")
 def test_add_inplace_on_input():
     def f(x):
         x.add_(1)
@@ -330,14 +329,12 @@ def test_add_inplace_on_input():
     check(f, x1)
 
 
-@todo("in-place mul_ on an input tensor or a view of one (mutating inputs is replayed in a later version)")
 def test_inplace_returns_the_input():
     def f(x):
         return x.mul_(3)
     check(f, x1)
 
 
-@todo("in-place setitem on an input tensor or a view of one (mutating inputs is replayed in a later version)")
 def test_setitem_int_on_input():
     def f(x):
         x[0] = 1
@@ -345,7 +342,6 @@ def test_setitem_int_on_input():
     check(f, x1)
 
 
-@todo("in-place setitem on an input tensor or a view of one (mutating inputs is replayed in a later version)")
 def test_setitem_slice_with_tensor():
     def f(x, y):
         x[:, 1:3] = y
@@ -353,7 +349,6 @@ def test_setitem_slice_with_tensor():
     check(f, lambda s: (rand(s, 3, 4), rand(s + 3, 3, 2)))
 
 
-@todo("in-place iadd on an input tensor or a view of one (mutating inputs is replayed in a later version)")
 def test_augmented_assign_on_input_index():
     def f(x):
         x[1] += 5
@@ -361,7 +356,6 @@ def test_augmented_assign_on_input_index():
     check(f, x2d)
 
 
-@todo("in-place iadd on an input tensor or a view of one (mutating inputs is replayed in a later version)")
 def test_augmented_assign_on_input():
     def f(x):
         x += 1
@@ -369,7 +363,6 @@ def test_augmented_assign_on_input():
     check(f, x1)
 
 
-@todo("out= argument (writes into an existing tensor)")
 def test_out_argument():
     def f(x, out):
         torch.add(x, 1, out=out)
@@ -377,7 +370,6 @@ def test_out_argument():
     check(f, lambda s: (rand(s, 3), torch.empty(3)))
 
 
-@todo("in-place copy_ on an input tensor or a view of one (mutating inputs is replayed in a later version)")
 def test_copy_and_zero_inplace():
     def f(x, y):
         y.copy_(x * 2)
@@ -386,7 +378,6 @@ def test_copy_and_zero_inplace():
     check(f, lambda s: (rand(s, 3), rand(s + 1, 3)))
 
 
-@todo("in-place mul_ on an input tensor or a view of one (mutating inputs is replayed in a later version)")
 def test_inplace_on_view_of_input():
     def f(x):
         x[0].mul_(0)
@@ -395,7 +386,6 @@ def test_inplace_on_view_of_input():
     check(f, x2d)
 
 
-@todo("in-place add_ on an input tensor or a view of one (mutating inputs is replayed in a later version)")
 def test_inplace_with_aliased_inputs():
     def f(a, b):
         a.add_(1)
@@ -407,7 +397,6 @@ def test_inplace_with_aliased_inputs():
     check(f, make)
 
 
-@todo("in-place add_ on an input tensor or a view of one (mutating inputs is replayed in a later version)")
 def test_inplace_through_view_alias_input():
     def f(a, row):
         row.add_(10)
@@ -419,7 +408,6 @@ def test_inplace_through_view_alias_input():
     check(f, make)
 
 
-@todo("in-place mul_ on an input tensor or a view of one (mutating inputs is replayed in a later version)")
 def test_inplace_on_tensor_in_passed_list():
     def f(xs):
         for t in xs:
@@ -428,7 +416,6 @@ def test_inplace_on_tensor_in_passed_list():
     check(f, lambda s: ([rand(s, 3), rand(s + 1, 2)],))
 
 
-@todo("in-place sub_ on an input tensor or a view of one (mutating inputs is replayed in a later version)")
 def test_inplace_on_object_attribute_tensor():
     def f(h):
         h.total.sub_(1)
@@ -450,7 +437,6 @@ def test_inplace_on_local_tensor_is_fine():
     check(f, x1)
 
 
-@todo("in-place setitem on an input tensor or a view of one (mutating inputs is replayed in a later version)")
 def test_index_put_with_tensor_index_on_input():
     def f(x, i):
         x[i] = 0.0
@@ -458,7 +444,6 @@ def test_index_put_with_tensor_index_on_input():
     check(f, lambda s: (rand(s, 5), torch.tensor([0, 3])))
 
 
-@todo("in-place masked_fill_ on an input tensor or a view of one (mutating inputs is replayed in a later version)")
 def test_masked_fill_inplace_on_input():
     def f(x):
         x.masked_fill_(x < 0, 0.0)

@@ -551,7 +551,6 @@ def test_setitem_with_mask_on_local():
     check(f, lambda s: (rand(s, 5),))
 
 
-@todo("out= argument (writes into an existing tensor)")
 def test_out_argument_into_local():
     def f(x):
         o = torch.empty(3)

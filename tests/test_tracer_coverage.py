@@ -1499,7 +1499,7 @@ def make_with_block():
 
 def make_inplace_on_input():
     def f(x):
-        x.add_(1)  # BREAK
+        x.add_(1)
         return x * 2
     return f
 
@@ -1542,7 +1542,6 @@ UNSUPPORTED = {
     "item": (make_item, lambda: (t(4),), r"item"),
     "print": (make_print, lambda: (t(2),), r"print"),
     "with_block": (make_with_block, lambda: (t(2),), r"with|no_grad"),
-    "inplace_on_input": (make_inplace_on_input, lambda: (t(3),), r"in-place"),
     "data_dependent_shape": (make_data_dependent_shape, lambda: (t(6),), r"depends on data"),
     "break_in_inlined_helper": (make_break_in_inlined_helper, lambda: (t(2),), r"tolist"),
     "randn_then_break": (make_randn_then_break, lambda: (t(3),), r"data-dependent"),
@@ -1577,7 +1576,7 @@ def test_fallback_global_assignment_happens():
     assert ASSIGNED_GLOBAL == 5
 
 
-def test_fallback_inplace_on_input_mutates_exactly_once():
+def test_inplace_on_input_is_in_the_graph_and_mutates_exactly_once():
     fn = jit(make_inplace_on_input())
     x0 = t(3)
     for _ in range(2):  # compiling call and cached call
@@ -1585,12 +1584,13 @@ def test_fallback_inplace_on_input_mutates_exactly_once():
         out = fn(x)
         assert_same(x, x0 + 1)
         assert_same(out, (x0 + 1) * 2)
+    assert dispatcher_of(fn).entries[0].eager_reason is None
 
 
-def test_inplace_on_view_of_input_falls_back_and_mutates_once():
+def test_inplace_on_view_of_input_is_in_the_graph_and_mutates_once():
     def f(x):
         v = x[0]
-        v.mul_(2)  # BREAK
+        v.mul_(2)
         return x.sum()
 
     x0 = t(2, 3)
@@ -1601,7 +1601,7 @@ def test_inplace_on_view_of_input_falls_back_and_mutates_once():
     x = x0.clone()
     assert_same(f(x), expected)
     assert_same(x, xe)
-    assert dispatcher_of(f).entries[0].eager_reason is not None
+    assert dispatcher_of(f).entries[0].eager_reason is None
 
 
 def test_fallback_append_mutates_input_list_exactly_once():
@@ -1611,7 +1611,7 @@ def test_fallback_append_mutates_input_list_exactly_once():
     assert fn(xs) == 3 and len(xs) == 3
 
 
-def test_inplace_operator_on_input_falls_back():
+def test_inplace_operator_on_input_is_in_the_graph():
     def f(x):
         x += 1
         return x
@@ -1622,10 +1622,10 @@ def test_inplace_operator_on_input_falls_back():
     out = f(x)
     assert out is x
     assert_same(x, x0 + 1)
-    assert dispatcher_of(f).entries[0].eager_reason is not None
+    assert dispatcher_of(f).entries[0].eager_reason is None
 
 
-def test_setitem_on_input_falls_back():
+def test_setitem_on_input_is_in_the_graph():
     def f(x):
         x[0] = 5.0
         return x + 1
@@ -1637,7 +1637,7 @@ def test_setitem_on_input_falls_back():
     expected = x0.clone()
     expected[0] = 5.0
     assert_same(x, expected)
-    assert dispatcher_of(f).entries[0].eager_reason is not None
+    assert dispatcher_of(f).entries[0].eager_reason is None
 
 
 def test_data_dependent_shape_not_baked():

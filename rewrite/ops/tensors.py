@@ -132,7 +132,6 @@ def call_method(frame, name: str, args: list[Var], kwargs: dict[str, Var]) -> Va
         raise Unsupported(f"Tensor.{name}() (autograd or storage side effect)")
     if name == "type" and not args[1:] and not kwargs:
         return const(self.value.type())
-    _check_inplace(frame, name, args, kwargs)
     return _record(frame, "call_method", name, args, kwargs, name)
 
 
@@ -149,36 +148,12 @@ def call_torch(frame, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
         raise Unsupported(f"call to torch.{name} (global side effect)")
     if name in META_FUNCTIONS:
         return const(fold(fn, *[_fold(a) for a in args], **{k: _fold(v) for k, v in kwargs.items()}))
-    _check_inplace(frame, fn, args, kwargs)
     return _record(frame, "call_function", fn, args, kwargs, name)
 
 
 def call_function(frame, fn, args, kwargs) -> Var:
     """Record a call of `fn` (an operator or torch function) on tensors."""
-    _check_inplace(frame, fn, args, kwargs)
     return _record(frame, "call_function", fn, tuple(args), kwargs, getattr(fn, "__name__", str(fn)))
-
-
-INPLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
-                     operator.imod, operator.ipow, operator.imatmul, operator.iand, operator.ior,
-                     operator.ixor, operator.ilshift, operator.irshift, operator.setitem}
-
-
-def _check_inplace(frame, target, args, kwargs) -> None:
-    if "out" in kwargs:
-        raise Unsupported("out= argument (writes into an existing tensor)")
-    name = target if isinstance(target, str) else getattr(target, "__name__", "")
-    if getattr(target, "__module__", None) == "_operator":  # operator.and_ is not in-place
-        inplace = target in INPLACE_OPERATORS
-    else:  # torch's convention: a trailing underscore mutates the first argument
-        inplace = name.endswith("_") and not name.endswith("__")
-    kw = kwargs.get("inplace")
-    inplace = inplace or (isinstance(kw, ConstVar) and kw.value is True)
-    if not inplace or not args or not isinstance(args[0], TensorVar):
-        return
-    if frame.tracer.graph.aliases_input(args[0]):
-        raise Unsupported(f"in-place {name or target} on an input tensor or a view of one "
-                          "(mutating inputs is replayed in a later version)")
 
 
 def _record(frame, kind, target, args, kwargs, name) -> Var:

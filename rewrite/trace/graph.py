@@ -20,7 +20,11 @@ from .values import ConstVar, DictVar, ListVar, ObjectVar, ScalarVar, TensorVar,
 
 
 class GraphBuilder:
-    def __init__(self):
+    def __init__(self, clone_inputs: bool = False):
+        """With `clone_inputs`, the trace runs on copies of the inputs (see `input_copy`): the
+        user's code writes into its inputs, and the trace must not do so before the entry runs."""
+        self.clone_inputs = clone_inputs
+        self._copies: dict = {}  # storage of an input -> its copy (inputs sharing memory still do)
         self.graph = torch.fx.Graph()
         self.inputs: list[tuple[Source, torch.Tensor, torch.fx.Node]] = []
         self._by_source: dict[Source, TensorVar] = {}
@@ -44,13 +48,15 @@ class GraphBuilder:
             node = self.graph.placeholder(name)
         self._created.append(node)
         self._last_placeholder = node
-        node.meta["example_value"] = value
-        node.meta["source"] = source
-        self.inputs.append((source, value, node))
         storage = _storage(value)
         if storage is not None:
             self.input_storages.add(storage)
         self.input_ids.add(id(value))
+        if self.clone_inputs:
+            value = input_copy(value, self._copies)
+        node.meta["example_value"] = value
+        node.meta["source"] = source
+        self.inputs.append((source, value, node))
         var = TensorVar(node, value, source)
         self._by_source[source] = var
         return var
@@ -76,8 +82,9 @@ class GraphBuilder:
                 else:
                     result = target(*real_args, **real_kwargs)
         except InputWrite as e:
-            raise Unsupported(f"{_target_name(target)} writes into an input tensor ({e.op}); mutating "
-                              "inputs is replayed in a later version") from None
+            if not self.clone_inputs:  # trace again on copies: the graph will write into the real inputs
+                raise WritesInputs() from None
+            raise Unsupported(f"{_target_name(target)} writes into memory the trace does not own ({e.op})") from None
         except Exception as e:
             raise UserError(e) from e
         node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
@@ -128,9 +135,6 @@ class GraphBuilder:
         placeholders = [node for node in self.graph.nodes if node.op == "placeholder"]
         self._last_placeholder = placeholders[-1] if placeholders else None
 
-    def aliases_input(self, var: TensorVar) -> bool:
-        return _storage(var.value) in self.input_storages
-
     def output(self, nodes: list) -> None:
         self.graph.output(tuple(nodes))
 
@@ -144,6 +148,34 @@ def _storage(t: torch.Tensor):
     if storage.nbytes() == 0:
         return None
     return (t.device, storage.data_ptr())
+
+
+class WritesInputs(Exception):
+    """The traced code writes into an input tensor: trace it again with `clone_inputs`."""
+
+
+def input_copy(value: torch.Tensor, copies: dict) -> torch.Tensor:
+    """A copy of an input for the trace to write into, alike in every way the trace can see:
+    dtype, shape, strides, storage offset, memory shared with the other inputs' copies,
+    requires_grad and leafness, Parameter-ness (only the tensor's autograd history is not copied)."""
+    if type(value) not in (torch.Tensor, torch.nn.Parameter):
+        raise Unsupported(f"in-place writes into a {type(value).__qualname__} input")
+    key = _storage(value)
+    with torch.no_grad():
+        storage = copies.get(key)
+        if storage is None:
+            storage = value.untyped_storage().clone()
+            if key is not None:
+                copies[key] = storage
+        copy = torch.empty((), dtype=value.dtype, device=value.device)
+        copy.set_(storage, value.storage_offset(), value.shape, value.stride())
+    if value.requires_grad:
+        copy.requires_grad_()
+        if not value.is_leaf:  # writes into a non-leaf are allowed where a leaf's are not
+            copy = copy * 1
+    if type(value) is torch.nn.Parameter:
+        copy = torch.nn.Parameter(copy, requires_grad=value.requires_grad)
+    return copy
 
 
 class InputWrite(Exception):

@@ -83,10 +83,11 @@ class _Lazy:
 class Tracer:
     """One trace of one call: the graph, the guards and the wrapped inputs."""
 
-    def __init__(self, code: types.CodeType, globals_: dict, names: tuple[str, ...], args: tuple):
+    def __init__(self, code: types.CodeType, globals_: dict, names: tuple[str, ...], args: tuple,
+                 clone_inputs: bool = False):
         self.code = code
         self.globals = globals_
-        self.graph = GraphBuilder()
+        self.graph = GraphBuilder(clone_inputs)
         self.guards = GuardSet()
         self.wrapped: dict[Source, Var] = {}
         self.by_identity: dict[int, Var] = {}  # id(object) -> its Var (objects kept alive by the call)
