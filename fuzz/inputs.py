@@ -3,6 +3,11 @@
 A tensor input has symbolic dims (a suffix of d0, d1, d2), a dtype and a layout. Each call
 binds the symbols to sizes and a seed; `expr` writes the input as source text, so a
 failure's reproducer shows exactly how to build it, and `make` builds it by evaluating that.
+
+Inputs may alias each other: an `AliasSpec` is a view of an earlier input (`x1 = x0[1:]`,
+`x1 = x0` itself), or of a hidden base tensor that is not an argument (`_b = torch.randn(...)`,
+`x1 = _b[:-1]`, `x2 = _b[1:]`). `input_lines` writes all of one call's inputs as assignments
+(what a reproducer shows), `make_args` builds them.
 """
 from __future__ import annotations
 
@@ -117,6 +122,67 @@ class ValueSpec:
 
     def expr(self, dims: dict, seed: int) -> str:
         return repr(self.value)
+
+
+@dataclass(frozen=True)
+class AliasSpec:
+    """A view of another tensor: an earlier input `of`, or a hidden `base` (built once per call
+    under the name `of`, shared by every AliasSpec naming it). `view` is a template over {x}."""
+    name: str
+    of: str
+    view: str
+    base: TensorSpec | None = None
+
+    def expr(self, dims: dict, seed: int) -> str:
+        return self.view.format(x=self.of)
+
+
+# views an input may be of an earlier one: (template over {x}, least rank of x)
+ALIAS_VIEWS = [
+    ("{x}", 0), ("{x}[:1]", 1), ("{x}[1:]", 1), ("{x}[..., ::2]", 1), ("{x}.transpose(-1, -2)", 2),
+    ("{x}.unsqueeze(0)", 0), ("{x}.detach()", 0), ("{x}.diagonal()", 2), ("{x}.view({x}.shape)", 0),
+]
+# two inputs that are views of one hidden base: disjoint, overlapping, interleaved, the same memory
+SHARED_VIEWS = [
+    ("{x}[:1]", "{x}[1:]"), ("{x}[:-1]", "{x}[1:]"), ("{x}[..., ::2]", "{x}[..., 1::2]"), ("{x}", "{x}.mT"),
+    ("{x}[:1]", "{x}[-1:]"), ("{x}", "{x}[..., :1]"),
+]  # (the base has rank 2 or 3)
+BASE_SEED = 1000  # a hidden base's seed, past any input's
+
+
+def alias_variant(specs):
+    """The same inputs with the aliasing changed (a call the cached graph's guards must tell
+    apart): aliases become views of copies, sharing memory with nothing; without aliases, a
+    tensor is passed twice where two inputs have one shape and dtype. None if neither applies."""
+    if any(isinstance(s, AliasSpec) for s in specs):
+        return [AliasSpec(s.name, s.of, s.view.replace("{x}", "{x}.clone()"), s.base) if isinstance(s, AliasSpec)
+                else s for s in specs]
+    tensors = [s for s in specs if isinstance(s, TensorSpec)]
+    for i, second in enumerate(tensors):
+        for first in tensors[:i]:
+            if (first.syms, first.dtype) == (second.syms, second.dtype):
+                return [AliasSpec(s.name, first.name, "{x}") if s is second else s for s in specs]
+    return None
+
+
+def input_lines(specs, dims: dict, seed: int) -> list[str]:
+    """One call's inputs as Python assignments (hidden bases first where they are needed)."""
+    lines, made = [], set()
+    for i, spec in enumerate(specs):
+        if isinstance(spec, AliasSpec) and spec.base is not None and spec.of not in made:
+            made.add(spec.of)
+            lines.append(f"{spec.of} = {spec.base.expr(dims, seed + BASE_SEED)}")
+        lines.append(f"{spec.name} = {spec.expr(dims, seed + i)}")
+    return lines
+
+
+def make_args(specs, dims: dict, seed: int) -> list:
+    """Fresh inputs for one call; aliases share memory as `input_lines` says."""
+    if not any(isinstance(s, AliasSpec) for s in specs):
+        return [make(s, dims, seed + i) for i, s in enumerate(specs)]
+    env = {"torch": torch, "Box": Box}
+    exec("\n".join(input_lines(specs, dims, seed)), env)
+    return [env[s.name] for s in specs]
 
 
 def make(spec, dims: dict, seed: int):

@@ -1,9 +1,13 @@
 """The oracle: run a generated program eagerly and under @jit, and compare everything.
 
 For each of three calls -- the first (compile), a second with new values of the same
-shapes (the cache hit), a third with other sizes (the recompile path) -- it compares the
-result (structure, dtype, shape, values), the inputs afterwards (in-place changes), the
-passed-in list (side effects), what was printed, and the exception type if eager raised.
+shapes (the cache hit), a third with other sizes (the recompile path), and a fourth with
+the inputs' aliasing changed where it can be (inputs that shared memory no longer do, or
+one tensor passed for two inputs) -- it compares the
+result (structure, dtype, shape, values), the inputs afterwards (in-place changes: values,
+shapes, strides, which inputs share memory; after an exception too), which results are
+inputs or views of inputs (`return x.add_(1)` must return `x` itself), the passed-in list
+(side effects), what was printed, and the exception type if eager raised.
 A difference raises `Divergence`, whose message is a reproducer ready to paste into a test.
 """
 from __future__ import annotations
@@ -16,7 +20,7 @@ import torch
 
 import rewrite
 
-from .inputs import BoxSpec, ListSpec, TensorSpec, make
+from .inputs import AliasSpec, Box, BoxSpec, ListSpec, TensorSpec, alias_variant, input_lines, make_args
 
 
 class Divergence(AssertionError):
@@ -91,9 +95,53 @@ def compare(actual, expected, where: str = "result") -> None:
         raise Divergence(f"{where}: {actual!r} != eager's {expected!r}")
 
 
-def check_call(compiled, eager, specs, dims, seed, label) -> None:
-    eager_args = [make(s, dims, seed + i) for i, s in enumerate(specs)]
-    jit_args = [make(s, dims, seed + i) for i, s in enumerate(specs)]
+def _mutable(value) -> bool:
+    return isinstance(value, (torch.Tensor, list, dict, Box))
+
+
+def _shares(a: torch.Tensor, b: torch.Tensor) -> bool:
+    sa, sb = a.untyped_storage(), b.untyped_storage()
+    return sa.nbytes() > 0 and sa.data_ptr() == sb.data_ptr() and a.device == b.device
+
+
+def _tensors(value, where: str):
+    if isinstance(value, torch.Tensor):
+        yield where, value
+    elif isinstance(value, (tuple, list)):
+        for i, v in enumerate(value):
+            yield from _tensors(v, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _tensors(v, f"{where}[{k!r}]")
+
+
+def aliasing(result, args) -> set[str]:
+    """Which results are inputs or share memory with them or with each other, as facts."""
+    facts = set()
+    outs = list(_tensors(result, "result"))
+    ins = [(f"input {i}", a) for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    for k, (where, t) in enumerate(outs):
+        for name, other in ins + outs[:k]:
+            if t is other:
+                facts.add(f"{where} is {name}")
+            elif _shares(t, other):
+                facts.add(f"{where} shares memory with {name}")
+    return facts
+
+
+def input_sharing(args) -> set[str]:
+    """Which inputs share memory with each other."""
+    ins = [(i, a) for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    return {f"input {i} shares memory with input {j}" for k, (i, a) in enumerate(ins) for j, b in ins[:k]
+            if _shares(a, b)}
+
+
+def compare_call(compiled, eager, make_inputs, label: str = "call", mutable=None) -> None:
+    """Call eager and @jit, each on fresh inputs from `make_inputs()`, and compare: the result
+    (or the type of the exception), the inputs afterwards (values, shapes, strides, which of
+    them share memory; also after an exception), which results are inputs or views of inputs,
+    and what was printed. `mutable[i]` says whether argument i is compared afterwards."""
+    eager_args, jit_args = make_inputs(), make_inputs()
     (e_kind, e_val), e_out = _run(eager, eager_args)
     (j_kind, j_val), j_out = _run(compiled, jit_args)
     STATS.calls += 1
@@ -102,21 +150,43 @@ def check_call(compiled, eager, specs, dims, seed, label) -> None:
         if j_kind != "raised" or type(j_val) is not type(e_val):
             got = f"raised {type(j_val).__name__}: {j_val}" if j_kind == "raised" else "returned normally"
             raise Divergence(f"{label}: eager raised {type(e_val).__name__}: {e_val}; @jit {got}")
-        return
-    if j_kind == "raised":
+    elif j_kind == "raised":
         raise Divergence(f"{label}: @jit raised {type(j_val).__name__}: {j_val}; eager returned normally") from j_val
-    compare(j_val, e_val, f"{label} result")
-    for spec, a, e in zip(specs, jit_args, eager_args):
-        if isinstance(spec, (TensorSpec, ListSpec)):
-            compare(a, e, f"{label} input {spec.name} afterwards")
-        elif isinstance(spec, BoxSpec) and a != e:
-            raise Divergence(f"{label} input {spec.name} afterwards: {a!r} != eager's {e!r}")
+    else:
+        compare(j_val, e_val, f"{label} result")
+    if mutable is None:
+        mutable = [_mutable(e) for e in eager_args]
+    for i, (a, e) in enumerate(zip(jit_args, eager_args)):
+        if not mutable[i]:
+            continue
+        where = f"{label}: input {i} afterwards"
+        if isinstance(e, Box):
+            if a != e:
+                raise Divergence(f"{where}: {a!r} != eager's {e!r}")
+            continue
+        compare(a, e, where)
+        if isinstance(e, torch.Tensor) and (a.stride() != e.stride() or a.storage_offset() != e.storage_offset()):
+            raise Divergence(f"{where}: stride {a.stride()} offset {a.storage_offset()} != eager's "
+                             f"{e.stride()} offset {e.storage_offset()}")
+    e_share, j_share = input_sharing(eager_args), input_sharing(jit_args)
+    if e_share != j_share:
+        raise Divergence(f"{label}: inputs afterwards: {sorted(j_share)} != eager's {sorted(e_share)}")
+    if e_kind == "ok":
+        e_alias, j_alias = aliasing(e_val, eager_args), aliasing(j_val, jit_args)
+        if e_alias != j_alias:
+            raise Divergence(f"{label}: aliasing of the result: @jit {sorted(j_alias)} != eager's {sorted(e_alias)}")
     if j_out != e_out:
         raise Divergence(f"{label}: printed {j_out!r}, eager printed {e_out!r}")
 
 
+def check_call(compiled, eager, specs, dims, seed, label) -> None:
+    mutable = [isinstance(s, (TensorSpec, AliasSpec, ListSpec, BoxSpec)) for s in specs]
+    compare_call(compiled, eager, lambda: make_args(specs, dims, seed), label, mutable)
+
+
 def run_program(program, dims1: dict, dims2: dict, backend="python", seed: int = 0) -> None:
-    """Compare eager and @jit on three calls of one program; raise Divergence on a difference."""
+    """Compare eager and @jit on three calls of one program -- four where the inputs' aliasing
+    can be changed (`alias_variant`) -- and raise Divergence on a difference."""
     source = program.source()
     eager_ns, jit_ns = {}, {}
     exec(compile(source, "<fuzz program>", "exec"), eager_ns)
@@ -124,10 +194,13 @@ def run_program(program, dims1: dict, dims2: dict, backend="python", seed: int =
     compiled = rewrite.jit(jit_ns["f"], backend=backend)
     STATS.programs += 1
     calls = [("first call", dims1, seed), ("cached call", dims1, seed + 100), ("other sizes", dims2, seed + 200)]
+    variant = alias_variant(program.inputs)
+    if variant is not None:
+        calls.append(("aliasing changed", dims1, seed + 300, variant))
     try:
-        for label, dims, s in calls:
+        for label, dims, s, *specs in calls:
             try:
-                check_call(compiled, eager_ns["f"], program.inputs, dims, s, label)
+                check_call(compiled, eager_ns["f"], specs[0] if specs else program.inputs, dims, s, label)
             except Divergence as d:
                 raise Divergence(f"{d}\n\n{reproducer(program, calls, backend)}") from None
     finally:
@@ -141,13 +214,16 @@ def reproducer(program, calls, backend) -> str:
     lines = ["# --- reproducer ---", program.source().rstrip(), "", "",
              "def test_fuzz_repro():",
              "    import rewrite",
-             "    from fuzz.oracle import compare",
+             "    from fuzz.oracle import compare_call",
              "    from fuzz.inputs import Box",
              "    eager = f",
              "    compiled = rewrite.jit(type(f)(f.__code__, f.__globals__, 'f'), "
              f"backend={backend!r})"]
-    for label, dims, seed in calls:
-        args = ", ".join(s.expr(dims, seed + i) for i, s in enumerate(program.inputs))
+    names = ", ".join(s.name for s in program.inputs)
+    for label, dims, seed, *specs in calls:
         lines.append(f"    # {label}: {dims}")
-        lines.append(f"    compare(compiled({args}), eager({args}))")
+        lines.append("    def inputs():")
+        lines += ["        " + line for line in input_lines(specs[0] if specs else program.inputs, dims, seed)]
+        lines.append(f"        return [{names}]")
+        lines.append(f"    compare_call(compiled, eager, inputs, {label!r})  # results, inputs afterwards, aliasing")
     return "\n".join(lines)

@@ -6,8 +6,18 @@ d1=3, d2=5): if it raises there it is dropped, so most programs are valid (kerne
 not exist for a dtype included), and the tables stay simple templates instead of
 hand-written shape and dtype rules. A few statements are
 deliberately outside what the tracer supports (data-dependent `if`, `.item()`, `print`,
-appending to a passed-in list, in-place ops on inputs): those must still give eager's
-result.
+appending to a passed-in list): those must still give eager's result.
+
+Writes into tensors are traced, inputs included, and have their own rules: in-place methods
+(`x.add_(t)`), augmented assignment (`x += t`), item and slice assignment (`x[:, :1] = t`),
+`out=` arguments, writes through views of inputs (`x[0].mul_(2)`, `x.view(-1).add_(1)`),
+in-place view ops that change an input's shape (`x.unsqueeze_(0)`), an inlined helper that
+writes into its argument, and writes under `torch.no_grad()` into inputs that require grad.
+The targets are mostly inputs and views of inputs, and some programs get inputs that alias
+each other (`AliasSpec`: a view of an earlier input, or two views of a hidden base).
+
+Swarm testing: each program draws which rules it may use at all, so programs dense in a few
+constructs (say, nothing but writes into aliased inputs) are common.
 """
 from __future__ import annotations
 
@@ -17,7 +27,8 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from .inputs import DTYPES, LAYOUTS, BoxSpec, ListSpec, ScalarSpec, TensorSpec, make
+from .inputs import (ALIAS_VIEWS, DTYPES, LAYOUTS, SHARED_VIEWS, AliasSpec, BoxSpec, ListSpec, ScalarSpec,
+                     TensorSpec, make_args)
 
 META_DIMS = {"d0": 2, "d1": 3, "d2": 5}
 SYMS = ("d0", "d1", "d2")
@@ -66,9 +77,47 @@ CREATE = [
     "torch.zeros_like({a})", "torch.ones_like({a}, dtype=torch.float64)", "{a}.new_zeros({a}.shape)",
     "torch.eye({k})", "torch.linspace(0, 1, {k})",
 ]
+# writes into {a} (most often an input or a view of one; see `rule_write`)
 INPLACE = [
-    "{a}.add_(1)", "{a}.mul_(2)", "{a}[0] = 0", "{a}.clamp_(min=0)", "{a}.zero_()", "{a} += {b}",
-    "{a}.copy_({b})", "torch.relu_({a})",
+    "{a}.add_(1)", "{a}.mul_(2)", "{a}.clamp_(min=0)", "{a}.zero_()", "{a}.copy_({b})", "torch.relu_({a})",
+    "{a}.add_({b})", "{a}.mul_({b})", "{a}.sub_({b}, alpha=2)", "{a}.div_(2)", "{a}.clamp_(-1, 1)",
+    "{a}.fill_({k})", "{a}.neg_()", "{a}.abs_()", "{a}.sigmoid_()", "{a}.masked_fill_({b} > 0, 0)",
+    "{a}.addcmul_({b}, {b}, value=0.5)", "{a}.lerp_({b}, 0.5)", "{a}.pow_(2)", "{a}.floor_()", "torch.sin_({a})",
+    "{a}.index_fill_({d}, torch.tensor([0]), {k})", "{a}.copy_({b}.flip(0))", "{a}.add_({a})",
+    "F.relu({a}, inplace=True)", "{a}.mul_(2).add_({b})",
+]
+AUGMENTED = [
+    "{a} += {b}", "{a} -= {b}", "{a} *= {k}", "{a} /= 2", "{a} += 1", "{a} *= {b}", "{a} //= 2", "{a} |= {b}",
+    "{a} **= 2", "{a} -= {a}.mean()", "{a} += {a}",
+]
+SETITEM = [
+    "{a}[0] = 0", "{a}[:1] = {k}", "{a}[..., -1:] = {b}[..., :1]", "{a}[:, :1] = 1.5", "{a}[...] = {b}",
+    "{a}[{a} > 0] = 0", "{a}[[0, -1]] = {k}", "{a}[1:] = {a}[:-1].clone()", "{a}[1:] = {a}[:-1]",
+    "{a}[:] = {a}.flip(0)", "{a}[0] = {b}[0]", "{a}[:, 1] = {b}[:, 0]", "{a}[..., ::2] = {b}[..., ::2]",
+    "{a}[None] = {b}.sum()",
+]
+OUT = [
+    "torch.add({a}, {b}, out={a})", "torch.mul({b}, {k}, out={a})", "torch.sin({b}, out={a})",
+    "torch.maximum({a}, {b}, out={a})", "torch.clamp({b}, min=0, out={a})", "torch.sum({b}, {d}, out={a})",
+    "torch.neg({a}, out={b})", "torch.where({b} > 0, {a}, {b}, out={a})", "torch.add({a}, 1, out={b})",
+]
+VIEW_WRITES = [  # through a view of {a}
+    "{a}[0].mul_(2)", "{a}.view(-1).add_(1)", "{a}[:, 1:].zero_()", "{a}.t().add_({b})",
+    "{a}.transpose(0, -1)[0].fill_(1)", "{a}.diagonal().add_(1)", "{a}.unsqueeze(0).mul_(0.5)",
+    "{a}[..., ::2].neg_()", "{a}.narrow({d}, 0, 1).add_(1)", "{a}.unbind(0)[-1].copy_({b})",
+    "{a}.split(1, {d})[-1].mul_(3)", "{a}.chunk(2)[0].clamp_(max=0)", "{a}.flatten()[:2].zero_()",
+    "{a}.reshape(-1)[::2].fill_({k})", "{a}.mT[0] = 1", "{a}.detach().mul_(2)", "{a}.view({a}.shape)[...] = {b}",
+    "{a}[1:][0].sub_(1)", "{a}.expand_as({a}).add_(1)",
+]
+META_INPLACE = [  # in-place view ops: the input's shape or strides change (resize_ only shrinks: growing reads
+    # uninitialized memory)
+    "{a}.unsqueeze_(0)", "{a}.t_()", "{a}.squeeze_()", "{a}.transpose_(0, -1)", "{a}.resize_(0)",
+    "{a}.swapdims_(0, -1)",
+]
+# views of {a} bound to a name, for later writes through them (and reads after the writes)
+VIEW_OF_INPUT = [
+    "{a}[0]", "{a}[1:]", "{a}.view(-1)", "{a}.t()", "{a}[:, :1]", "{a}.diagonal()", "{a}.unsqueeze(0)",
+    "{a}.transpose(0, -1)", "{a}.detach()", "{a}[..., ::2]", "{a}.expand(2, *{a}.shape)", "{a}",
 ]
 
 
@@ -99,21 +148,21 @@ class Gen:
 
     def __init__(self, program: Program):
         self.program = program
-        self.meta: dict[str, object] = {}
-        for spec in program.inputs:
-            if isinstance(spec, TensorSpec):
-                self.meta[spec.name] = make(spec, META_DIMS, 0)
-            elif isinstance(spec, ScalarSpec):
-                self.meta[spec.name] = spec.value
-            elif isinstance(spec, BoxSpec):
-                self.meta[spec.name] = make(spec, META_DIMS, 0)
-            else:
-                self.meta[spec.name] = []
+        self.meta: dict[str, object] = dict(zip((s.name for s in program.inputs),
+                                                 make_args(program.inputs, META_DIMS, 0)))
+        self.input_tensors = [self.meta[s.name] for s in program.inputs if isinstance(s, (TensorSpec, AliasSpec))]
         self.count = 0
 
     def names(self, kind) -> list[str]:
         return [n for n, v in self.meta.items()
                 if isinstance(v, kind) and not isinstance(v, bool) and not n.startswith("_")]
+
+    def input_aliases(self) -> list[str]:
+        """The tensors that are inputs or share memory with one (views of inputs)."""
+        ptrs = {t.untyped_storage().data_ptr() for t in self.input_tensors if t.untyped_storage().nbytes()}
+        return [n for n in self.names(torch.Tensor)
+                if any(self.meta[n] is t for t in self.input_tensors) or
+                self.meta[n].untyped_storage().nbytes() and self.meta[n].untyped_storage().data_ptr() in ptrs]
 
     def new(self, prefix="t") -> str:
         self.count += 1
@@ -139,11 +188,11 @@ def _helper_ns(program):
     return ns
 
 
-def _fill(draw, g: Gen, template: str) -> str:
+def _fill(draw, g: Gen, template: str, a: str | None = None) -> str:
     tensors, ints = g.names(torch.Tensor), g.names(int)
     if not tensors:
         raise _Discard
-    a = draw(st.sampled_from(tensors))
+    a = a or draw(st.sampled_from(tensors))
     rank = g.meta[a].dim()
     dim = (lambda: draw(st.integers(-rank, rank - 1))) if rank else (lambda: 0)
     return template.format(
@@ -159,8 +208,37 @@ def rule_assign(table, prefix="t"):
     return rule
 
 
-def rule_inplace(draw, g):
-    return [_fill(draw, g, draw(st.sampled_from(INPLACE)))], None
+def _write_target(draw, g) -> str | None:
+    """Mostly an input or a view of one; sometimes any tensor (None)."""
+    aliases = g.input_aliases()
+    return draw(st.sampled_from(aliases)) if aliases and draw(st.integers(0, 4)) else None
+
+
+def _is_expression(line: str) -> bool:
+    try:
+        compile(line, "<rule>", "eval")
+    except SyntaxError:
+        return False
+    return True
+
+
+def rule_write(table):
+    """A write into a tensor; a call's result (the tensor written) is sometimes bound to a name."""
+    def rule(draw, g):
+        line = _fill(draw, g, draw(st.sampled_from(table)), _write_target(draw, g))
+        if _is_expression(line) and draw(st.integers(0, 3)) == 0:
+            line = f"{g.new()} = {line}"
+        return [line], None
+    return rule
+
+
+def rule_view_of_input(draw, g):
+    """Name a view of an input (or of a view of one), for later writes through it."""
+    aliases = g.input_aliases()
+    if not aliases:
+        raise _Discard
+    a = draw(st.sampled_from(aliases))
+    return [f"{g.new('v')} = {draw(st.sampled_from(VIEW_OF_INPUT)).format(a=a)}"], None
 
 
 def rule_if_python(draw, g):
@@ -185,7 +263,8 @@ def rule_for(draw, g):
         raise _Discard
     a = draw(st.sampled_from(tensors))
     n = draw(st.integers(0, 3))
-    body = draw(st.sampled_from(["{a} = {a} + _i", "{a} = {a} * 0.5", "{a} = {a}.relu() - _i"])).format(a=a)
+    body = draw(st.sampled_from(["{a} = {a} + _i", "{a} = {a} * 0.5", "{a} = {a}.relu() - _i", "{a}.add_(_i)",
+                                 "{a}.mul_(0.5)", "{a}[_i % len({a}):] += 1"])).format(a=a)
     lines = [f"for _i in range({n}):", f"    {body}"]
     # run at least once on the samples, and keep the loop only if it does not change the dtype
     meta = [f"_d = {a}.dtype", f"for _i in range({max(n, 1)}):", f"    {body}", f"assert {a}.dtype == _d",
@@ -199,7 +278,8 @@ GRAD_CONTEXTS = ["torch.no_grad()", "torch.enable_grad()", "torch.set_grad_enabl
 
 def rule_grad_block(draw, g):
     """A statement (possibly one that breaks the graph) inside a grad-mode `with` block."""
-    inner = draw(st.sampled_from([rule_assign(UNARY), rule_assign(BINARY), rule_assign(REDUCE), rule_unsupported]))
+    inner = draw(st.sampled_from([rule_assign(UNARY), rule_assign(BINARY), rule_assign(REDUCE), rule_unsupported,
+                                  rule_write(INPLACE), rule_write(SETITEM), rule_write(VIEW_WRITES)]))
     lines, meta = inner(draw, g)
     ctx = draw(st.sampled_from(GRAD_CONTEXTS))
     wrap = lambda body: [f"with {ctx}:", *("    " + line for line in body)]  # noqa: E731
@@ -211,9 +291,10 @@ HELPERS = [
     "def h{i}(*ts, **kw):\n    out = ts[0]\n    for t in ts[1:]:\n        out = out + t\n    return out * kw.get('w', 1)",
     "def h{i}(a):\n    def inner(b):\n        return b.relu() + a.shape[-1] if a.dim() else b\n    return inner(a)",
     "def h{i}(a, n=3):\n    return [a * j for j in range(n)][-1]",
+    "def h{i}(a, v=1):\n    a.mul_(2).add_(v)\n    return a.sum()",
 ]
 CALLS = {0: ["h{i}({a})", "h{i}({a}, 3)", "h{i}({a}, b=0.5, scale=2.0)"], 1: ["h{i}({a}, {a})", "h{i}({a}, {a}, w=3)"],
-         2: ["h{i}({a})"], 3: ["h{i}({a})", "h{i}({a}, n=2)"]}
+         2: ["h{i}({a})"], 3: ["h{i}({a})", "h{i}({a}, n=2)"], 4: ["h{i}({a})", "h{i}({a}, v={k})"]}
 
 
 def rule_helper(draw, g):
@@ -258,10 +339,11 @@ def rule_box(draw, g):
 RULES = [
     (8, rule_assign(UNARY)), (8, rule_assign(BINARY)), (5, rule_assign(REDUCE)), (5, rule_assign(VIEW)),
     (4, rule_assign(INDEX)), (4, rule_assign(COMBINE)), (3, rule_assign(SIZES, "k")), (2, rule_assign(CREATE)),
-    (2, rule_inplace), (2, rule_if_python), (2, rule_for), (2, rule_helper), (1, rule_unsupported),
-    (2, rule_box), (1, rule_grad_block),
+    (2, rule_if_python), (2, rule_for), (2, rule_helper), (1, rule_unsupported), (2, rule_box),
+    (1, rule_grad_block),
+    (5, rule_write(INPLACE)), (3, rule_write(AUGMENTED)), (3, rule_write(SETITEM)), (1, rule_write(OUT)),
+    (3, rule_write(VIEW_WRITES)), (1, rule_write(META_INPLACE)), (2, rule_view_of_input),
 ]
-_WEIGHTED = [rule for weight, rule in RULES for _ in range(weight)]
 
 
 @st.composite
@@ -271,9 +353,25 @@ def tensor_specs(draw, name: str) -> TensorSpec:
 
 
 @st.composite
+def aliased_inputs(draw, inputs: list) -> list:
+    """One more input that is a view of an earlier one, or two that are views of a hidden base."""
+    n = len(inputs)
+    sources = [(s, view) for s in inputs for view, rank in ALIAS_VIEWS if len(s.syms) >= rank]
+    if sources and draw(st.booleans()):
+        spec, view = draw(st.sampled_from(sources))
+        return [AliasSpec(f"x{n}", spec.name, view)]
+    rank = draw(st.integers(2, 3))
+    base = TensorSpec("_b", SYMS[3 - rank:], draw(st.sampled_from(("float32", "float64", "int64"))), "contiguous")
+    first, second = draw(st.sampled_from(SHARED_VIEWS))
+    return [AliasSpec(f"x{n}", "_b", first, base), AliasSpec(f"x{n + 1}", "_b", second, base)]
+
+
+@st.composite
 def programs(draw, max_statements: int = 8) -> Program:
     n_tensors = draw(st.integers(1, 3))
     inputs = [draw(tensor_specs(f"x{i}")) for i in range(n_tensors)]
+    if draw(st.integers(0, 2)) == 0:
+        inputs += draw(aliased_inputs(inputs))
     if draw(st.booleans()):
         inputs.append(ScalarSpec("n", "int", draw(st.integers(0, 4))))
     if draw(st.integers(0, 3)) == 0:
@@ -284,8 +382,10 @@ def programs(draw, max_statements: int = 8) -> Program:
         inputs.append(ListSpec("out"))
     program = Program(inputs)
     g = Gen(program)
+    enabled = [(w, rule) for w, rule in RULES if not draw(st.booleans())]  # swarm: this program's rules
+    weighted = [rule for w, rule in enabled or RULES for _ in range(w)]
     for _ in range(draw(st.integers(1, max_statements))):
-        rule = draw(st.sampled_from(_WEIGHTED))
+        rule = draw(st.sampled_from(weighted))
         helpers = list(program.helpers)
         try:
             lines, meta = rule(draw, g)
@@ -296,6 +396,8 @@ def programs(draw, max_statements: int = 8) -> Program:
     values = [n for n, v in g.meta.items() if isinstance(v, (torch.Tensor, int, float)) and not isinstance(v, bool)
               and not n.startswith("_")]
     fresh = [n for n in values if n not in {s.name for s in inputs}] or values
+    if draw(st.integers(0, 3)) == 0:  # inputs too: a written input returned must be the input itself
+        fresh = values
     picked = draw(st.lists(st.sampled_from(fresh), min_size=1, max_size=3, unique=True))
     shape = draw(st.sampled_from(["single", "tuple", "list", "dict"]))
     if shape == "single" or len(picked) == 1 and shape != "list":

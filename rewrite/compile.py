@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import time
+import types
 from dataclasses import dataclass, field
 
 import torch
@@ -26,8 +27,8 @@ from .guards.guard import Consts
 from .guards.source import GLOBALS, param_name
 from .trace.graph import WritesInputs
 from .trace.interpreter import Tracer
-from .trace.values import (ConstVar, DictVar, DictViewVar, IteratorVar, ListVar, MethodVar, ObjectVar, ScalarVar,
-                           TensorVar, TupleVar, Var)
+from .trace.values import (BoundVar, ConstVar, DictVar, DictViewVar, InstanceVar, IteratorVar, ListVar, MethodVar,
+                           ObjectVar, ScalarVar, TensorVar, TupleVar, Var)
 
 
 # backends that run the graph's torch calls as they are, so grad mode applies at run time
@@ -95,7 +96,7 @@ def plan_outputs(cap: Capture) -> None:
         def rebuild(v: Var) -> str:
             if v.source is not None:
                 return v.source.expr()  # an input returned as it is: the very same object
-            if isinstance(v, (ListVar, DictVar)):
+            if isinstance(v, (ListVar, DictVar, InstanceVar)):
                 if id(v) not in built:
                     name = built[id(v)] = f"___b{len(built)}"
                     return f"({name} := {build(v)})"
@@ -123,6 +124,12 @@ def plan_outputs(cap: Capture) -> None:
                 return "{" + ", ".join(f"{cap.consts.ref(k)}: {rebuild(i)}" for k, i in v.items.items()) + "}"
             if isinstance(v, ObjectVar):
                 return cap.consts.ref(v.value)
+            if isinstance(v, InstanceVar):  # an object the trace made: its class, its attributes
+                from .ops.instances import new_instance
+                attrs = ", ".join(f"{k!r}: {rebuild(i)}" for k, i in v.attrs.items())
+                return f"{cap.consts.ref(new_instance)}({cap.consts.ref(v.cls)}, {{{attrs}}})"
+            if isinstance(v, BoundVar):
+                return f"{cap.consts.ref(types.MethodType)}({cap.consts.ref(v.func)}, {rebuild(v.self_var)})"
             if isinstance(v, MethodVar) and v.name.isidentifier():  # `x.item` of a call the break runs
                 return f"{rebuild(v.self_var)}.{v.name}"
             if isinstance(v, DictViewVar):

@@ -125,7 +125,6 @@ def test_method_call_on_passed_in_object():
     check(f, lambda s: (rand(s, 3), Scaler(3.0)))
 
 
-@todo("call to an object of type Scaler (its __call__ is traced in a later version)")
 def test_call_dunder_call_of_object():
     def f(x, sc):
         return sc(x)
@@ -150,14 +149,12 @@ def test_staticmethod_via_instance():
     check(f, lambda s: (rand(s, 3), Scaler(3.0)))
 
 
-@todo("descriptor 'make' of class Scaler")
 def test_classmethod_constructor():
     def f(x):
         return Scaler.make(2.0)(x)
     check(f, t1)
 
 
-@todo("constructing builtins.super while tracing")
 def test_super_call_in_subclass_method():
     def f(x, sc):
         return sc.apply(x)
@@ -176,7 +173,6 @@ def test_type_of_user_object():
     check(f, lambda s: (rand(s, 3), Shifted(2.0)))
 
 
-@todo("recompiles: a bound-method argument is guarded by identity (`fn is ___apply`), new each access")
 def test_bound_method_passed_in():
     def f(x, fn):
         return fn(x)
@@ -185,7 +181,6 @@ def test_bound_method_passed_in():
 
 # objects created inside the function
 
-@todo("constructing test_breadth_classes.Config while tracing")
 def test_create_user_object_and_read_attribute():
     def f(x):
         cfg = Config(hidden=5)
@@ -193,14 +188,12 @@ def test_create_user_object_and_read_attribute():
     check(f, t1)
 
 
-@todo("constructing test_breadth_classes.Scaler while tracing")
 def test_create_object_and_call_method():
     def f(x):
         return Scaler(4.0).apply(x)
     check(f, t1)
 
 
-@todo("constructing test_breadth_classes.Holder while tracing")
 def test_create_holder_of_tensor():
     def f(x):
         h = Holder(x * 2)
@@ -208,7 +201,6 @@ def test_create_holder_of_tensor():
     check(f, t1)
 
 
-@todo("constructing test_breadth_classes.Holder while tracing")
 def test_return_object_created_inside():
     def f(x):
         return Holder(x + 1)
@@ -241,7 +233,6 @@ def test_dataclass_holding_tensors():
     check(f, lambda s: (Batch(rand(s, 3), rand(s + 7, 3)),))
 
 
-@todo("constructing test_breadth_classes.Params while tracing")
 def test_dataclass_created_inside():
     def f(x):
         p = Params(lr=0.5)
@@ -249,7 +240,6 @@ def test_dataclass_created_inside():
     check(f, t1)
 
 
-@todo("constructing test_breadth_classes.Batch while tracing")
 def test_dataclass_returned():
     def f(x):
         return Batch(x + 1, x - 1)
@@ -271,7 +261,6 @@ def test_dataclasses_fields_loop():
     check(f, lambda s: (Batch(rand(s, 3), rand(s + 7, 3)),))
 
 
-@todo("constructing test_breadth_classes.Frozen while tracing")
 def test_frozen_dataclass_equality():
     def f(x, fr):
         return x * fr.b if fr == Frozen(1) else x
@@ -447,37 +436,30 @@ def vec(seed):
     return (rand(seed, 3), Vec(rand(seed + 1, 3)))
 
 
-@todo("len() needs the Python value of object of type Vec")
 def test_user_len():
     check(lambda x, v: x * len(v), vec)
 
 
-@todo("truth value of object of type Vec (user-defined __bool__/__len__)")
 def test_user_bool():
     check(lambda x, v: x if v else -x, vec)
 
 
-@todo("subscript of object of type Vec")
 def test_user_getitem():
     check(lambda x, v: v[1] + x, vec)
 
 
-@todo("iteration over object of type Vec")
 def test_user_iter():
     check(lambda x, v: [a + x for a in v], vec)
 
 
-@todo("operator + on object of type Vec and object of type Vec")
 def test_user_add_operator():
     check(lambda x, v: (v + v).t * x, vec)
 
 
-@todo("attribute 'abcd' of object of type Dynamic")
 def test_user_getattr_fallback():
     check(lambda x, o: x * o.abcd, lambda s: (rand(s, 3), Dynamic()))
 
 
-@todo("attribute 'a' of object of type Slotted")
 def test_slots_attribute():
     check(lambda x, o: x * o.a, lambda s: (rand(s, 3), Slotted()))
 
@@ -487,7 +469,6 @@ def test_custom_descriptor():
     check(lambda x, o: x * o.d, lambda s: (rand(s, 3), WithDescriptor()))
 
 
-@todo("descriptor '__name__' of class Leaf")
 def test_class_name_of_object():
     check(lambda x, o: (x, type(o).__name__), lambda s: (rand(s, 3), Leaf()))
 

@@ -435,7 +435,6 @@ def test_no_grad_with_graph_break_inside():
 
 # context managers the tracer cannot enter yet: with fullgraph off, the call must still match eager
 
-@todo("recompiles: the resume function guards the bound `inference_mode.__exit__` by identity, new each call")
 def test_inference_mode_block_fullgraph_off():
     def f(x):
         with torch.inference_mode():
@@ -444,7 +443,6 @@ def test_inference_mode_block_fullgraph_off():
     check(f, x1, fullgraph=False)
 
 
-@todo("recompiles: the resume function guards the bound `set_detect_anomaly.__exit__` by identity, new each call")
 def test_detect_anomaly_block_fullgraph_off():
     def f(x):
         with torch.autograd.set_detect_anomaly(True):
@@ -453,7 +451,6 @@ def test_detect_anomaly_block_fullgraph_off():
     check(f, x1, fullgraph=False)
 
 
-@todo("recompiles: the resume function guards the bound `nullcontext.__exit__` by identity, new each call")
 def test_nullcontext_block_fullgraph_off():
     def f(x):
         with contextlib.nullcontext():
@@ -480,7 +477,6 @@ def test_device_context_manager():
     check(f, x1)
 
 
-@todo("recompiles: the resume function guards the bound `_GeneratorContextManager.__exit__` by identity")
 def test_fork_rng_block_fullgraph_off():
     def f(x):
         with torch.random.fork_rng():

@@ -507,7 +507,6 @@ def test_dict_update_before_graph_break():
 
 # mutation of objects created inside the function is not a side effect
 
-@todo("constructing test_breadth_side_effects.State while tracing")
 def test_mutate_local_object_then_return_values():
     def f(x):
         st = State()

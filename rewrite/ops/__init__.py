@@ -14,9 +14,10 @@ import torch
 
 from ..errors import Unsupported
 from ..guards.source import AttrSource
-from ..trace.values import (ConstVar, ContextExitVar, DictVar, FunctionVar, GradModeVar, ListVar, MethodVar,
-                            ObjectVar, TensorVar, TupleVar, Var)
+from ..trace.values import (BoundVar, ConstVar, ContextExitVar, DictVar, FunctionVar, GradModeVar, InstanceVar,
+                            ListVar, MethodVar, ObjectVar, SuperVar, TensorVar, TupleVar, Var)
 from .builtins import BUILTINS, PURE, call_builtin
+from . import instances
 from .core import (const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate, key_of, make_slice,
                    python_value, setitem, truthy, unpack)
 from .objects import dict_method, getattr_object, list_method, setattr_object, tuple_field, tuple_method
@@ -34,6 +35,10 @@ def getattr_(frame, obj: Var, name: str) -> Var:
         return getattr_tensor(frame, obj, name)
     if isinstance(obj, ObjectVar):
         return getattr_object(frame, obj, name)
+    if isinstance(obj, InstanceVar):
+        return instances.getattr_instance(frame, obj, name)
+    if isinstance(obj, SuperVar):
+        return instances.getattr_super(frame, obj, name)
     if isinstance(obj, ConstVar):
         return const(fold(getattr, obj.value, name))  # immutable builtin values: pure
     if isinstance(obj, TupleVar):
@@ -48,6 +53,8 @@ def getattr_(frame, obj: Var, name: str) -> Var:
 def setattr_(frame, obj: Var, name: str, value) -> None:
     if isinstance(obj, TensorVar):
         raise Unsupported(f"assignment to tensor attribute .{name}")
+    if isinstance(obj, InstanceVar):
+        return instances.setattr_instance(frame, obj, name, value)
     setattr_object(frame, obj, name, value)
 
 
@@ -57,6 +64,10 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return tracer.inline(fn, args, kwargs, None, frame)
     if isinstance(fn, MethodVar):
         return _call_method(frame, fn, args, kwargs)
+    if isinstance(fn, BoundVar):
+        return instances.call_bound(frame, fn, args, kwargs)
+    if isinstance(fn, InstanceVar):
+        return _call_object(frame, fn, args, kwargs)
     if isinstance(fn, ContextExitVar):  # leaving a traced `with` block (never with an exception)
         exit_context(frame, fn.ctx)
         return const(None)
@@ -75,6 +86,8 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         from .tensors import call_function
         return call_function(frame, value, tuple(args), kwargs)
     if _hashable(value):
+        if value in instances.OBJECT_SLOTS:
+            return instances.OBJECT_SLOTS[value](frame, args, kwargs)
         if value in BUILTINS:
             return BUILTINS[value](frame, args, kwargs)
         if value in OPERATOR_FUNCTIONS:
@@ -93,15 +106,24 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return tracer.inline(value.__func__, [tracer.wrap(value.__self__, self_source), *args], kwargs,
                              func_source, frame)
     if isinstance(value, type):
-        return _construct(frame, value, args, kwargs)
+        return _construct(frame, fn, args, kwargs)
     if isinstance(value, torch.nn.Module):
         from .modules import call_module
         return call_module(frame, fn, args, kwargs)
+    if instances.is_user_object(fn):
+        return _call_object(frame, fn, args, kwargs)
     if not isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodWrapperType)) \
             and callable(value) and type(value).__module__ not in ("builtins", "math", "_operator"):
-        raise Unsupported(f"call to an object of type {type(value).__qualname__} (its __call__ is traced in a "
-                          "later version)")
+        raise Unsupported(f"call to an object of type {type(value).__qualname__}")
     return _call_python(frame, value, args, kwargs)
+
+
+def _call_object(frame, obj: Var, args, kwargs) -> Var:
+    """`obj(...)` on an object of a user class: its class's `__call__`."""
+    method = instances.dunder(frame, obj, "__call__")
+    if method is None:
+        raise Unsupported(f"call to {describe(obj)}, which is not callable (the call raises eagerly)")
+    return instances.call_bound(frame, method, args, kwargs)
 
 
 LOGGING_MODULES = ("logging", "warnings")
@@ -183,7 +205,10 @@ def exit_context(frame, ctx: GradModeVar) -> None:
     frame.tracer.set_grad(ctx.prev)
 
 
-def _construct(frame, cls: type, args, kwargs) -> Var:
+def _construct(frame, cls_var: ObjectVar, args, kwargs) -> Var:
+    cls = cls_var.value
+    if cls is super:
+        return instances.make_super(frame, args)
     if cls in GRAD_CONTEXTS and not (cls is not torch.set_grad_enabled and (args or kwargs)):
         return GRAD_CONTEXTS[cls](frame, args, kwargs)
     if cls in BUILTINS:
@@ -207,4 +232,4 @@ def _construct(frame, cls: type, args, kwargs) -> Var:
         if missing or len(args) > len(fields):
             raise Unsupported(f"{cls.__name__}() arguments do not match its fields (the call raises eagerly)")
         return TupleVar([values[f] if f in values else const(defaults[f]) for f in fields], py_type=cls)
-    raise Unsupported(f"constructing {cls.__module__}.{cls.__qualname__} while tracing")
+    return instances.construct(frame, cls_var, args, kwargs)

@@ -12,7 +12,7 @@ import torch
 from ..errors import Unsupported
 from ..guards.guard import HasAttrMatch
 from ..guards.source import AttrSource
-from ..trace.values import (ConstVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar,
+from ..trace.values import (BoundVar, ConstVar, InstanceVar, SuperVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar,
                             TensorVar, TupleVar, Var)
 from .core import DATA_DEPENDENT_HINT, const, describe, fold, foldable, key_of, python_value, unpack
 
@@ -44,7 +44,9 @@ def python_type(v: Var) -> type:
         return types.FunctionType
     if isinstance(v, DictViewVar):
         return type(getattr({}, v.kind)())
-    return {ListVar: list, DictVar: dict, IteratorVar: type(iter([])), MethodVar: types.MethodType}.get(type(v), object)
+    if isinstance(v, InstanceVar):
+        return v.cls
+    return {BoundVar: types.MethodType, SuperVar: super, ListVar: list, DictVar: dict, IteratorVar: type(iter([])), MethodVar: types.MethodType}.get(type(v), object)
 
 
 @rule(len)
@@ -62,6 +64,10 @@ def _len(frame, args, kwargs):
         mods = container_modules(frame, v)
         if mods is not None:
             return ConstVar(len(mods.items))
+    from .instances import call_dunder
+    user = call_dunder(frame, v, "__len__")
+    if user is not None:
+        return user
     return ConstVar(fold(len, python_value(v, "len()")))
 
 

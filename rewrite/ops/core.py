@@ -7,7 +7,7 @@ import types
 import torch
 
 from ..errors import Unsupported, UserError
-from ..trace.values import (CellVar, ConstVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar,
+from ..trace.values import (BoundVar, CellVar, InstanceVar, ConstVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar,
                             ObjectVar, ScalarVar, TensorVar, TupleVar, Var)
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
@@ -82,6 +82,10 @@ def describe(v: Var) -> str:
         return f"function {v.code.co_qualname}"
     if isinstance(v, MethodVar):
         return f"method {v.name} of {describe(v.self_var)}"
+    if isinstance(v, InstanceVar):
+        return f"object of type {v.cls.__qualname__}"
+    if isinstance(v, BoundVar):
+        return f"method {v.func.__qualname__}"
     return {TupleVar: "a tuple", ListVar: "a list", DictVar: "a dict", IteratorVar: "an iterator",
             CellVar: "a cell"}.get(type(v), type(v).__name__)
 
@@ -129,6 +133,16 @@ def truthy(frame, v: Var) -> bool:
         return len(v.dict_var.items) > 0
     if isinstance(v, (TensorVar, ScalarVar)):
         raise Unsupported("data-dependent branching: the condition depends on a tensor's value", DATA_DEPENDENT_HINT)
+    from .instances import call_dunder, is_user_object
+    if is_user_object(v):
+        for name in ("__bool__", "__len__"):
+            result = call_dunder(frame, v, name)
+            if result is not None:
+                if not isinstance(result, ConstVar) or type(result.value) not in (bool, int):
+                    raise Unsupported(f"{name} returned {describe(result)}")
+                return bool(result.value)
+        if isinstance(v, InstanceVar):
+            return True
     if isinstance(v, ObjectVar):
         val = v.value
         if val is None:
@@ -165,7 +179,22 @@ def unpack(frame, v: Var) -> list[Var]:
         items = iterate_modules(frame, v)
         if items is not None:
             return items
+    it = _user_iter(frame, v)
+    if it is not None:
+        return unpack(frame, it)
     raise Unsupported(f"iteration over {describe(v)}")
+
+
+def _user_iter(frame, v: Var):
+    """iter(v) for a user object whose class defines __iter__ (a generator method, or one
+    returning an iterable the tracer knows)."""
+    from .instances import call_dunder
+    it = call_dunder(frame, v, "__iter__")
+    if it is None or isinstance(it, IteratorVar):
+        return it
+    if isinstance(it, (ListVar, TupleVar, DictVar, DictViewVar)):
+        return iterate(frame, it)
+    raise Unsupported(f"__iter__ of {describe(v)} returned {describe(it)}")
 
 
 def iterate(frame, v: Var) -> IteratorVar:
@@ -181,6 +210,9 @@ def iterate(frame, v: Var) -> IteratorVar:
             if len(d.items) != size:
                 raise UserError(RuntimeError("dictionary changed size during iteration"))
         return IteratorVar(unpack(frame, v), on_next=unchanged)
+    it = _user_iter(frame, v)
+    if it is not None:
+        return it
     return IteratorVar(unpack(frame, v))
 
 
@@ -201,6 +233,12 @@ def contains(frame, container: Var, item: Var) -> bool:
         return False
     if isinstance(container, ConstVar):
         return fold(operator.contains, container.value, python_value(item, "`in`"))
+    from .instances import call_dunder
+    user = call_dunder(frame, container, "__contains__", item)
+    if user is not None:
+        return truthy(frame, user)
+    if call_dunder(frame, container, "__iter__") is not None:
+        return contains(frame, ListVar(unpack(frame, container)), item)
     raise Unsupported(f"`in` on {describe(container)}")
 
 
@@ -234,6 +272,10 @@ def getitem(frame, obj: Var, index: Var) -> Var:
         return obj.items[key]
     if isinstance(obj, ConstVar):
         return const(fold(operator.getitem, obj.value, python_value(index, "an index")))
+    from .instances import call_dunder
+    user = call_dunder(frame, obj, "__getitem__", index)
+    if user is not None:
+        return user
     raise Unsupported(f"subscript of {describe(obj)}")
 
 
@@ -255,6 +297,9 @@ def setitem(frame, obj: Var, index: Var, value: Var) -> None:
     if isinstance(obj, DictVar):
         obj.items[key_of(index)] = value
         return
+    from .instances import call_dunder
+    if call_dunder(frame, obj, "__setitem__", index, value) is not None:
+        return
     raise Unsupported(f"item assignment on {describe(obj)}")
 
 
@@ -267,5 +312,8 @@ def delitem(frame, obj: Var, index: Var) -> None:
         return
     if isinstance(obj, DictVar):
         fold(operator.delitem, obj.items, key_of(index))
+        return
+    from .instances import call_dunder
+    if call_dunder(frame, obj, "__delitem__", index) is not None:
         return
     raise Unsupported(f"del on an item of {describe(obj)}")

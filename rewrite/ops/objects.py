@@ -9,14 +9,16 @@ import torch
 from ..errors import Unsupported
 from ..guards.guard import IdMatch, NotInDictMatch
 from ..guards.source import AttrSource
-from ..trace.values import (ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var,
+from ..trace.values import (BoundVar, ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var,
                             note_mutation)
 from .core import const, describe, fold, foldable, key_of, python_value, unpack
+from .instances import _MISSING, OBJECT_SLOTS, bind, class_attr, getattr_fallback
 
 # modules whose attributes are taken as constants without a guard (Dynamo does the same for torch)
 TRUSTED_MODULES = ("torch", "math", "operator", "builtins", "typing", "numbers", "functools", "itertools",
                    "collections", "dataclasses", "enum", "types")
-_MISSING = object()
+# read from a class as constants (its identity is guarded)
+CLASS_METADATA = {"__name__", "__qualname__", "__module__", "__doc__", "__mro__", "__bases__"}
 
 
 def trusted(module: types.ModuleType) -> bool:
@@ -40,12 +42,20 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
             return tracer.wrap(attr, None)  # torch, math, ...: taken as constants, as Dynamo does
         return tracer.wrap(attr, source)
     if isinstance(value, type):
-        static = inspect.getattr_static(value, name, _MISSING)
+        if name in CLASS_METADATA:
+            return const(getattr(value, name))
+        static = class_attr(value, name)
+        if static is _MISSING:
+            static = inspect.getattr_static(value, name, _MISSING)  # the metaclass's
         if static is _MISSING:
             raise Unsupported(f"class {value.__qualname__} has no attribute {name!r}")
+        if isinstance(static, types.WrapperDescriptorType) and static in OBJECT_SLOTS:  # object.__setattr__
+            return ObjectVar(static)
         if isinstance(static, staticmethod):
             return tracer.wrap(static.__func__, None) if source is None else tracer.wrap(getattr(value, name), source)
-        if isinstance(static, (classmethod, property)) or hasattr(type(static), "__get__") and \
+        if isinstance(static, classmethod):
+            return BoundVar(static.__func__, var, AttrSource(source, "__func__") if source is not None else None)
+        if isinstance(static, property) or hasattr(type(static), "__get__") and \
                 not isinstance(static, types.FunctionType):
             raise Unsupported(f"descriptor {name!r} of class {value.__qualname__}")
         return tracer.wrap(static, source)
@@ -70,10 +80,17 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
             if inst_dict is not None:
                 tracer.guards.add(NotInDictMatch(var.source, name))
         return MethodVar(var, name)
-    if isinstance(static, staticmethod):
+    if isinstance(static, (staticmethod, classmethod)):
         if on_class is not None and inst_dict is not None:
             tracer.guards.add(NotInDictMatch(var.source, name))
-        return tracer.wrap(static.__func__, on_class)
+        return bind(frame, var, static, name, on_class)
+    if isinstance(static, types.MemberDescriptorType):  # a __slots__ attribute
+        try:
+            return tracer.wrap(getattr(value, name), source)
+        except AttributeError:
+            raise Unsupported(f"slot {name!r} of {describe(var)} is empty (the call raises eagerly)") from None
+    if name == "__class__":
+        return tracer.wrap(type(value), AttrSource(var.source, "__class__") if var.source is not None else None)
     if isinstance(value, torch.nn.Module) and static is _MISSING:
         for store in ("_parameters", "_buffers", "_modules"):
             d = value.__dict__.get(store)
@@ -81,6 +98,10 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
                 return tracer.wrap(d[name], source)
     if static is not _MISSING and not hasattr(type(static), "__get__"):
         return tracer.wrap(static, source)  # a plain class attribute
+    if static is _MISSING and (inst_dict is None or name not in inst_dict):
+        fallback = getattr_fallback(frame, var, name)
+        if fallback is not None:
+            return fallback
     raise Unsupported(f"attribute {name!r} of {describe(var)}")
 
 

@@ -37,6 +37,10 @@ def binary(frame, sym: str, a: Var, b: Var) -> Var:
     seq = _sequence_op(frame, sym, a, b)
     if seq is not None:
         return seq
+    from .instances import binary as user_binary
+    user = user_binary(frame, fn, a, b)
+    if user is not None:
+        return user
     if foldable(a) and foldable(b):
         return const(fold(fn, a.python_value(), b.python_value()))
     raise Unsupported(f"operator {sym} on {describe(a)} and {describe(b)}")
@@ -83,6 +87,10 @@ def unary(frame, sym: str, a: Var) -> Var:
         return _scalar_op(frame, fn, a)
     if foldable(a):
         return const(fold(fn, a.python_value()))
+    from .instances import call_dunder
+    user = call_dunder(frame, a, {"-": "__neg__", "+": "__pos__", "~": "__invert__"}[sym])
+    if user is not None:
+        return user
     raise Unsupported(f"unary {sym} on {describe(a)}")
 
 

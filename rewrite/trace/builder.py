@@ -13,6 +13,7 @@ The rules, by the value's type:
   torch.Size)
   dict                            -> DictVar + TypeMatch + KeysMatch, values wrapped one by one
   torch.no_grad(), enable_grad()  -> GradModeVar + TypeMatch (the context a resume function re-enters)
+  bound method of a Python function -> BoundVar + TypeMatch (its __self__ and __func__ wrapped)
   function/module/class/builtin   -> ObjectVar + IdMatch
   anything else                   -> ObjectVar + TypeMatch (its attributes are guarded when read)
 
@@ -33,7 +34,7 @@ import torch
 from ..errors import Unsupported
 from ..guards.guard import AliasMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch
 from ..guards.source import AttrSource, ItemSource
-from .values import ConstVar, DictVar, GradModeVar, ListVar, ObjectVar, TupleVar
+from .values import BoundVar, ConstVar, DictVar, GradModeVar, ListVar, ObjectVar, TupleVar
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
 EQUAL_CONSTS = (torch.device, range, slice)
@@ -105,6 +106,10 @@ def _wrap(tracer, value, source, t, add):
     if t is torch.no_grad or t is torch.enable_grad:  # no state until entered
         add(TypeMatch(source, t))
         return GradModeVar(t is torch.enable_grad)
+    if t is types.MethodType and isinstance(value.__func__, types.FunctionType) and source is not None:
+        add(TypeMatch(source, t))  # `obj.method` is a new object per access: guard what it binds
+        self_var = tracer.wrap(value.__self__, AttrSource(source, "__self__"))
+        return BoundVar(value.__func__, self_var, AttrSource(source, "__func__"))
     if isinstance(value, IDENTITY):
         add(IdMatch(source, value))
         return ObjectVar(value, source)

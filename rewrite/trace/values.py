@@ -12,6 +12,9 @@ tables in `rewrite/ops`, keyed by the underlying Python object or its type.
 * FunctionVar -- a function created while tracing (MAKE_FUNCTION), inlined when called
 * MethodVar   -- a bound method on a Var (`x.relu`, `lst.append`)
 * CellVar     -- a closure cell: virtual (created while tracing) or a real cell with a source
+* InstanceVar -- an object of a user class made while tracing: its class and attributes (Vars)
+* BoundVar    -- a Python function bound to a Var (a method of an InstanceVar, a classmethod)
+* SuperVar    -- `super()` inside a method
 * GradModeVar -- `torch.no_grad()`, `enable_grad()`, `set_grad_enabled(b)`; ContextExitVar is
                  the `__exit__` a `with` block over one leaves on the stack
 
@@ -253,6 +256,45 @@ class CellVar(Var):
         super().__init__(source)
         self.contents = contents
         self.real = real
+
+
+class InstanceVar(Var):
+    """An object of a user-defined class made while tracing. `attrs` is its `__dict__`, as
+    Vars; `cls_source` reaches the class (its methods are guarded through it)."""
+    __slots__ = ("cls", "cls_source", "attrs")
+
+    def __init__(self, cls: type, cls_source: Source | None):
+        super().__init__(None)
+        self.cls = cls
+        self.cls_source = cls_source
+        self.attrs: dict[str, Var] = {}
+
+    def __repr__(self):
+        return f"InstanceVar({self.cls.__qualname__})"
+
+
+class BoundVar(Var):
+    """`func` bound to `self_var`: calling it inlines `func(self_var, *args)`."""
+    __slots__ = ("func", "self_var", "func_source")
+
+    def __init__(self, func, self_var: Var, func_source: Source | None):
+        super().__init__(None)
+        self.func = func
+        self.self_var = self_var
+        self.func_source = func_source
+
+    def __repr__(self):
+        return f"BoundVar({self.func.__qualname__} of {self.self_var!r})"
+
+
+class SuperVar(Var):
+    """`super()` (or `super(cls, obj)`): attributes are looked up after `cls` in obj's class's MRO."""
+    __slots__ = ("cls", "obj")
+
+    def __init__(self, cls: type, obj: Var):
+        super().__init__(None)
+        self.cls = cls
+        self.obj = obj
 
 
 class GradModeVar(Var):

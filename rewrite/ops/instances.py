@@ -1,0 +1,330 @@
+"""Objects of user classes: made while tracing (InstanceVar), their attributes and methods,
+`super()`, and Python's operator protocol (`__add__`, `__len__`, `__getitem__`, `__call__`,
+...) on objects of classes that define it in Python -- made while tracing or passed in.
+
+An object made while tracing lives only in the trace: `__init__` is inlined, attribute
+stores go to its `attrs`, and if it outlives the call (returned, stored on an object that
+came in, handed to a graph break) the entry rebuilds it with `new_instance(cls, attrs)`,
+as `copy` and `pickle` do: `cls.__new__(cls)` and its `__dict__` filled.
+"""
+from __future__ import annotations
+
+import abc
+import types
+
+import torch
+
+from ..errors import Unsupported
+from ..guards.source import AttrSource
+from ..trace.values import BoundVar, ConstVar, InstanceVar, ObjectVar, SuperVar, Var, note_mutation
+from .core import const, describe
+
+_MISSING = object()
+METACLASSES = (type, abc.ABCMeta)
+# classes whose objects are plain values to the tracer (ObjectVar rules), never user objects
+NOT_USER = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+            torch.nn.Module, torch.Tensor)
+
+
+def new_instance(cls, attrs: dict):
+    """What the entry calls to rebuild an object the trace made."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(attrs)
+    return obj
+
+
+def class_attr(cls: type, name: str):
+    """`name` as the class defines it (no descriptor binding), or _MISSING."""
+    for base in cls.__mro__:
+        if name in base.__dict__:
+            return base.__dict__[name]
+    return _MISSING
+
+
+def _heap_type(cls) -> bool:
+    return bool(cls.__flags__ & (1 << 9))  # Py_TPFLAGS_HEAPTYPE: defined by a class statement
+
+
+def why_not_constructible(cls: type) -> str | None:
+    if type(cls) not in METACLASSES:
+        return f"its metaclass is {type(cls).__qualname__}"
+    if issubclass(cls, torch.nn.Module):
+        return "modules are made outside the compiled function"
+    for base in cls.__mro__[:-1]:
+        if not _heap_type(base):
+            return f"it derives from {base.__qualname__}"
+        if "__slots__" in base.__dict__:
+            return "it has __slots__"
+    for name, default in (("__new__", object.__new__), ("__getattribute__", object.__getattribute__)):
+        if getattr(cls, name) is not default:
+            return f"it defines {name}"
+    if class_attr(cls, "__del__") is not _MISSING:
+        return "it defines __del__"
+    if not isinstance(class_attr(cls, "__init__"), types.FunctionType) and cls.__init__ is not object.__init__:
+        return "its __init__ is not a Python function"
+    return None
+
+
+def construct(frame, cls_var: ObjectVar, args, kwargs) -> InstanceVar:
+    cls = cls_var.value
+    why = why_not_constructible(cls)
+    if why is not None:
+        raise Unsupported(f"constructing {cls.__module__}.{cls.__qualname__} while tracing ({why})")
+    inst = InstanceVar(cls, cls_var.source)
+    init = class_attr(cls, "__init__")
+    if isinstance(init, types.FunctionType):
+        result = frame.tracer.inline(init, [inst, *args], kwargs, _on_class(inst, "__init__"), frame)
+        if not (isinstance(result, ConstVar) and result.value is None):
+            raise Unsupported(f"{cls.__qualname__}.__init__ returned {describe(result)} (the call raises eagerly)")
+    elif args or kwargs:
+        raise Unsupported(f"{cls.__qualname__}() takes no arguments (the call raises eagerly)")
+    return inst
+
+
+def _on_class(v: Var, name: str):
+    """The source of `type(v).name`, through which what the class holds there is guarded."""
+    if isinstance(v, InstanceVar):
+        return AttrSource(v.cls_source, name) if v.cls_source is not None else None
+    if isinstance(v, ObjectVar) and v.source is not None:
+        return AttrSource(AttrSource(v.source, "__class__"), name)
+    return None
+
+
+def type_of(v: Var) -> type:
+    return v.cls if isinstance(v, InstanceVar) else type(v.value)
+
+
+def bind(frame, v: Var, static, name: str, source) -> Var:
+    """What reading `name` gives when the class holds `static` there (a non-data descriptor
+    or a plain value): methods bind to `v`, staticmethods unwrap, classmethods bind to the class."""
+    tracer = frame.tracer
+    if isinstance(static, types.FunctionType):
+        return BoundVar(static, v, source)
+    if isinstance(static, staticmethod):
+        return tracer.wrap(static.__func__, source)
+    if isinstance(static, classmethod):
+        cls_var = ObjectVar(type_of(v), source.base if source is not None else None)
+        return BoundVar(static.__func__, cls_var, AttrSource(source, "__func__") if source is not None else None)
+    if hasattr(type(static), "__get__"):
+        raise Unsupported(f"descriptor {name!r} of class {type_of(v).__qualname__} ({type(static).__qualname__})")
+    if source is not None:
+        return tracer.wrap(static, source)
+    return const(static)
+
+
+def getattr_instance(frame, inst: InstanceVar, name: str) -> Var:
+    if name == "__class__":
+        return ObjectVar(inst.cls, inst.cls_source)
+    if name == "__dict__":
+        raise Unsupported(f"reading __dict__ of {describe(inst)}")
+    static = class_attr(inst.cls, name)
+    source = _on_class(inst, name)
+    if isinstance(static, property):
+        return _property_get(frame, inst, static, name, source)
+    if static is not _MISSING and hasattr(type(static), "__set__"):
+        raise Unsupported(f"descriptor {name!r} of class {inst.cls.__qualname__} ({type(static).__qualname__})")
+    if name in inst.attrs:
+        return inst.attrs[name]
+    if static is not _MISSING:
+        return bind(frame, inst, static, name, source)
+    fallback = getattr_fallback(frame, inst, name)
+    if fallback is not None:
+        return fallback
+    raise Unsupported(f"{inst.cls.__qualname__} object has no attribute {name!r} (the call raises eagerly)")
+
+
+def _property_get(frame, v: Var, prop: property, name: str, source) -> Var:
+    if prop.fget is None:
+        raise Unsupported(f"property {name!r} has no getter (the call raises eagerly)")
+    return frame.tracer.inline(prop.fget, [v], {}, AttrSource(source, "fget") if source else None, frame)
+
+
+def getattr_fallback(frame, v: Var, name: str) -> Var | None:
+    """`type(v).__getattr__(v, name)` when the class defines one in Python."""
+    hook = class_attr(type_of(v), "__getattr__")
+    if not isinstance(hook, types.FunctionType):
+        return None
+    return frame.tracer.inline(hook, [v, ConstVar(name)], {}, _on_class(v, "__getattr__"), frame)
+
+
+def setattr_instance(frame, inst: InstanceVar, name: str, value) -> None:
+    """`inst.name = value` (value DELETED: `del inst.name`)."""
+    from ..trace.side_effects import DELETED
+    static = class_attr(inst.cls, name)
+    if isinstance(static, property):
+        fn = static.fdel if value is DELETED else static.fset
+        if fn is None:
+            raise Unsupported(f"property {name!r} cannot be {'deleted' if value is DELETED else 'set'} "
+                              "(the call raises eagerly)")
+        source = _on_class(inst, name)
+        which = "fdel" if value is DELETED else "fset"
+        frame.tracer.inline(fn, [inst] + ([] if value is DELETED else [value]), {},
+                            AttrSource(source, which) if source else None, frame)
+        return
+    if static is not _MISSING and hasattr(type(static), "__set__"):
+        raise Unsupported(f"assignment to descriptor {name!r} of class {inst.cls.__qualname__}")
+    hook = class_attr(inst.cls, "__delattr__" if value is DELETED else "__setattr__")
+    if isinstance(hook, types.FunctionType):  # the class's own __setattr__ (a frozen dataclass's raises)
+        args = [inst, ConstVar(name)] + ([] if value is DELETED else [value])
+        frame.tracer.inline(hook, args, {}, _on_class(inst, hook.__name__), frame)
+        return
+    store(inst, name, value)
+
+
+def store(inst: InstanceVar, name: str, value) -> None:
+    """object.__setattr__ / object.__delattr__ on an object the trace made."""
+    from ..trace.side_effects import DELETED
+    note_mutation()
+    if value is DELETED:
+        if name not in inst.attrs:
+            raise Unsupported(f"del of attribute {name!r} it does not have (the call raises eagerly)")
+        del inst.attrs[name]
+    else:
+        inst.attrs[name] = value
+
+
+# --- object's own slots, called explicitly (`object.__setattr__(self, "x", v)` in a frozen dataclass) ----
+def _object_setattr(frame, args, kwargs):
+    obj, name, value = args
+    if not isinstance(obj, InstanceVar) or kwargs or not isinstance(name, ConstVar):
+        raise Unsupported(f"object.__setattr__ on {describe(obj)}")
+    store(obj, name.value, value)
+    return ConstVar(None)
+
+
+def _object_delattr(frame, args, kwargs):
+    from ..trace.side_effects import DELETED
+    obj, name = args
+    if not isinstance(obj, InstanceVar) or kwargs or not isinstance(name, ConstVar):
+        raise Unsupported(f"object.__delattr__ on {describe(obj)}")
+    store(obj, name.value, DELETED)
+    return ConstVar(None)
+
+
+def _object_init(frame, args, kwargs):
+    if len(args) != 1 or kwargs:
+        raise Unsupported("object.__init__() takes exactly one argument (the call raises eagerly)")
+    return ConstVar(None)
+
+
+OBJECT_SLOTS = {object.__setattr__: _object_setattr, object.__delattr__: _object_delattr,
+                object.__init__: _object_init}
+
+
+# --- super() ------------------------------------------------------------------------------------------
+def make_super(frame, args) -> SuperVar:
+    if args:
+        if len(args) != 2 or not isinstance(args[0], ObjectVar) or not isinstance(args[0].value, type):
+            raise Unsupported(f"super({', '.join(map(describe, args))})")
+        return SuperVar(args[0].value, args[1])
+    if "__class__" not in frame.cells or not frame.code.co_argcount:
+        raise Unsupported("super() outside a method (the call raises eagerly)")
+    cls = frame.load_cell("__class__")
+    first = frame.code.co_varnames[0]
+    obj = frame.cells[first].contents if first in frame.cells else frame.load_local(first)
+    if not isinstance(cls, ObjectVar) or obj is None:
+        raise Unsupported("super() in a method whose first argument is rebound")
+    return SuperVar(cls.value, obj)
+
+
+def getattr_super(frame, sup: SuperVar, name: str) -> Var:
+    obj = sup.obj
+    if isinstance(obj, ObjectVar) and isinstance(obj.value, type):
+        raise Unsupported(f"super() in a classmethod ({name})")
+    if not isinstance(obj, (InstanceVar, ObjectVar)):
+        raise Unsupported(f"super() over {describe(obj)}")
+    mro = type_of(obj).__mro__
+    if sup.cls not in mro:
+        raise Unsupported("super(type, obj): obj is not an instance of type (the call raises eagerly)")
+    cls_source = _on_class(obj, "__mro__")
+    for i in range(mro.index(sup.cls) + 1, len(mro)):
+        base = mro[i]
+        if name not in base.__dict__:
+            continue
+        static = base.__dict__[name]
+        if base is object:
+            if static in OBJECT_SLOTS:
+                return BoundVar(static, obj, None)
+            raise Unsupported(f"super().{name} resolves to object.{name}")
+        source = None
+        if cls_source is not None:  # type(obj).__mro__[i].name: that base, and what it holds now
+            from ..guards.source import ItemSource
+            source = AttrSource(ItemSource(cls_source, i), name)
+        if isinstance(static, property):
+            return _property_get(frame, obj, static, name, source)
+        return bind(frame, obj, static, name, source)
+    raise Unsupported(f"super() object has no attribute {name!r} (the call raises eagerly)")
+
+
+# --- the operator protocol ------------------------------------------------------------------------------
+def is_user_object(v: Var) -> bool:
+    if isinstance(v, InstanceVar):
+        return True
+    return isinstance(v, ObjectVar) and not isinstance(v.value, NOT_USER) and _heap_type(type(v.value))
+
+
+def dunder(frame, v: Var, name: str) -> Var | None:
+    """`type(v).name` bound to `v`, when v is a user object whose class defines it in Python."""
+    if not is_user_object(v):
+        return None
+    static = class_attr(type_of(v), name)
+    if isinstance(static, types.FunctionType):
+        return BoundVar(static, v, _on_class(v, name))
+    return None
+
+
+def call_dunder(frame, v: Var, name: str, *args: Var) -> Var | None:
+    method = dunder(frame, v, name)
+    if method is None:
+        return None
+    return call_bound(frame, method, list(args), {})
+
+
+def call_bound(frame, b: BoundVar, args, kwargs) -> Var:
+    if b.func in OBJECT_SLOTS:
+        return OBJECT_SLOTS[b.func](frame, [b.self_var, *args], kwargs)
+    return frame.tracer.inline(b.func, [b.self_var, *args], kwargs, b.func_source, frame)
+
+
+REFLECTED = {"__add__": "__radd__", "__sub__": "__rsub__", "__mul__": "__rmul__", "__truediv__": "__rtruediv__",
+             "__floordiv__": "__rfloordiv__", "__mod__": "__rmod__", "__pow__": "__rpow__",
+             "__matmul__": "__rmatmul__", "__lshift__": "__rlshift__", "__rshift__": "__rrshift__",
+             "__and__": "__rand__", "__or__": "__ror__", "__xor__": "__rxor__",
+             "__lt__": "__gt__", "__le__": "__ge__", "__gt__": "__lt__", "__ge__": "__le__",
+             "__eq__": "__eq__", "__ne__": "__ne__"}
+
+
+def _not_implemented(v: Var) -> bool:
+    return isinstance(v, ObjectVar) and v.value is NotImplemented
+
+
+def binary(frame, fn, a: Var, b: Var) -> Var | None:
+    """`a <op> b` when either side is a user object: Python's order of `__op__`, `__rop__`
+    (the right operand first when its class is a subclass that overrides it) and, for
+    augmented assignment, `__iop__` before both. None: neither side is a user object."""
+    if not (is_user_object(a) or is_user_object(b)):
+        return None
+    base = fn.__name__.rstrip("_")
+    name = f"__{base}__"
+    if name not in REFLECTED and f"__{base[1:]}__" in REFLECTED:  # iadd: __iadd__ first, then as add
+        result = call_dunder(frame, a, name, b)
+        if result is not None and not _not_implemented(result):
+            return result
+        name = f"__{base[1:]}__"
+    reflected = REFLECTED[name]
+    ta = type_of(a) if is_user_object(a) else None
+    tb = type_of(b) if is_user_object(b) else None
+    order = [(a, name, b), (b, reflected, a)]
+    if tb is not None and tb is not ta and (ta is None or issubclass(tb, ta)) and \
+            class_attr(tb, reflected) is not (class_attr(ta, reflected) if ta else _MISSING):
+        order.reverse()
+    for self, method, other in order:
+        if not is_user_object(self):
+            continue  # a builtin value: returns NotImplemented for a user object
+        result = call_dunder(frame, self, method, other)
+        if result is not None and not _not_implemented(result):
+            return result
+    if name in ("__eq__", "__ne__"):  # object's default: identity
+        from .core import is_same
+        return ConstVar(is_same(a, b) == (name == "__eq__"))
+    raise Unsupported(f"operator {fn.__name__} on {describe(a)} and {describe(b)} (the call raises eagerly)")
