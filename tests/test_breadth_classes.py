@@ -246,7 +246,6 @@ def test_dataclass_returned():
     check(f, t1)
 
 
-@todo("global '_is_dataclass_instance' of a function the tracer cannot locate")
 def test_dataclasses_replace():
     def f(x, p):
         q = dataclasses.replace(p, lr=0.2)
@@ -254,7 +253,6 @@ def test_dataclasses_replace():
     check(f, lambda s: (rand(s, 3), Params()))
 
 
-@todo("global '_FIELDS' of a function the tracer cannot locate")
 def test_dataclasses_fields_loop():
     def f(b):
         return sum(getattr(b, fld.name).sum() for fld in dataclasses.fields(b))
@@ -308,14 +306,12 @@ def test_namedtuple_with_keywords():
     check(f, t1)
 
 
-@todo("tuple._replace on a tuple")
 def test_namedtuple_replace():
     def f(p):
         return p._replace(second=p.first * 3)
     check(f, lambda s: (Pair(rand(s, 3), rand(s + 1, 3)),))
 
 
-@todo("tuple._asdict on a tuple")
 def test_namedtuple_asdict():
     def f(p):
         return p._asdict()
@@ -360,7 +356,6 @@ def test_namedtuple_created_inside_and_returned():
     assert cnt.frame_count == 1 and rewrite.dispatcher_of(f).compiles == 1
 
 
-@todo("iteration over method _fields of a tuple")
 def test_namedtuple_fields_attribute():
     def f(p):
         return {name: getattr(p, name) + 1 for name in p._fields}

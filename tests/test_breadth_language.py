@@ -150,7 +150,6 @@ def test_lambda_assigned_and_called():
     check(f, x1)
 
 
-@todo("call to builtin sorted")
 def test_lambda_as_sort_key():
     def f(x, xs, d):
         keys = sorted(d, key=lambda k: d[k])
@@ -207,7 +206,6 @@ def test_any_and_all_over_python_values():
     check(f, x3)
 
 
-@todo("max() with key= or default=")
 def test_min_max_with_key():
     def f(x, xs, d):
         k = max(d, key=d.get)
@@ -677,7 +675,6 @@ def test_star_displays():
     check(f, x3)
 
 
-@todo("call to builtin sorted")
 def test_sorted_is_stable_with_key():
     def f(x, pairs):
         return sorted(pairs, key=lambda p: p[0]), x

@@ -677,7 +677,6 @@ def test_pop_insert_remove_index():
     check(f, lambda s: (rand(s, 3), [1, 2, 3]))
 
 
-@todo("list.sort needs the Python value of function test_list_sort_with_key.<locals>.f.<locals>.<lambda>")
 def test_list_sort_with_key():
     def f(x, ns):
         ns.sort(key=lambda v: -v)

@@ -232,16 +232,50 @@ def _dict(frame, args, kwargs):
     return DictVar(items)
 
 
+def sort_keys(frame, items: list[Var], key: Var | None, what: str) -> list:
+    """The Python values an ordering compares: `key(item)` for each item (traced calls), or the items."""
+    from . import call
+    if key is None or isinstance(key, ConstVar) and key.value is None:
+        keyed = items
+    else:
+        keyed = [call(frame, key, [item], {}) for item in items]
+    if any(isinstance(k, TensorVar) for k in keyed):
+        raise Unsupported(f"{what} compares tensor values (data-dependent)", DATA_DEPENDENT_HINT)
+    return [python_value(k, what) for k in keyed]
+
+
 def _min_max(which):
     def impl(frame, args, kwargs):
-        if kwargs:
-            raise Unsupported(f"{which.__name__}() with key= or default=")
+        name = which.__name__
+        if set(kwargs) - {"key", "default"} or (len(args) > 1 and "default" in kwargs):
+            raise Unsupported(f"{name}() arguments (the call raises eagerly)")
         items = unpack(frame, args[0]) if len(args) == 1 else list(args)
-        if any(isinstance(i, TensorVar) for i in items):
-            raise Unsupported(f"{which.__name__}() over tensors compares tensor values (data-dependent)",
-                              f"use torch.{which.__name__}imum or torch.{which.__name__}")
-        return const(fold(which, [python_value(i, f"{which.__name__}()") for i in items]))
+        if not items:
+            if "default" in kwargs:
+                return kwargs["default"]
+            raise Unsupported(f"{name}() of an empty sequence (the call raises eagerly)")
+        if any(isinstance(i, TensorVar) for i in items) and "key" not in kwargs:
+            raise Unsupported(f"{name}() over tensors compares tensor values (data-dependent)",
+                              f"use torch.{name}imum or torch.{name}")
+        keys = sort_keys(frame, items, kwargs.get("key"), f"{name}()")
+        return items[fold(which, range(len(items)), key=keys.__getitem__)]  # the first extreme, as Python's
     return impl
+
+
+@rule(sorted)
+def _sorted(frame, args, kwargs):
+    if len(args) != 1 or set(kwargs) - {"key", "reverse"}:
+        raise Unsupported("sorted() arguments (the call raises eagerly)")
+    items = unpack(frame, args[0])
+    return ListVar(sort_items(frame, items, kwargs.get("key"), kwargs.get("reverse"), "sorted()"))
+
+
+def sort_items(frame, items: list[Var], key, reverse, what: str) -> list[Var]:
+    """Python's stable sort of Vars by their keys' values (equal keys keep their order, reversed too)."""
+    keys = sort_keys(frame, items, key, what)
+    rev = python_value(reverse, what) if reverse is not None else False
+    order = fold(sorted, range(len(items)), key=keys.__getitem__, reverse=rev)
+    return [items[i] for i in order]
 
 
 BUILTINS[min] = _min_max(min)
@@ -355,3 +389,9 @@ def call_builtin(frame, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
                           "use the torch function of the same name on tensors")
     raise Unsupported(f"call to builtin {getattr(fn, '__name__', fn)}")
 
+
+
+@rule(tuple.__new__)
+def _tuple_new(frame, args, kwargs):
+    from .objects import tuple_new
+    return tuple_new(frame, args, kwargs)

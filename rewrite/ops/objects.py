@@ -25,6 +25,11 @@ def trusted(module: types.ModuleType) -> bool:
     return module.__name__.partition(".")[0] in TRUSTED_MODULES
 
 
+def trusted_globals(globals_: dict) -> bool:
+    """The globals of a function of a trusted module (`dataclasses.fields`, say)."""
+    return str(globals_.get("__name__", "")).partition(".")[0] in TRUSTED_MODULES
+
+
 def getattr_object(frame, var: ObjectVar, name: str) -> Var:
     value = var.value
     tracer = frame.tracer
@@ -166,11 +171,16 @@ def list_method(frame, lst: ListVar, name: str, args: list[Var], kwargs) -> Var:
         items.reverse()
     elif name == "copy":
         return ListVar(items)
-    elif name in ("index", "count", "sort", "remove") and foldable(lst):
+    elif name == "sort" and not args and not set(kwargs) - {"key", "reverse"}:
+        from .builtins import sort_items
+        ordered = sort_items(frame, list(items), kwargs.get("key"), kwargs.get("reverse"), "list.sort()")
+        mutating(frame, lst)
+        items[:] = ordered
+    elif name in ("index", "count", "remove") and foldable(lst):
         values = lst.python_value()
         result = fold(getattr(values, name), *(python_value(a, f"list.{name}") for a in args),
                       **{k: python_value(v, f"list.{name}") for k, v in kwargs.items()})
-        if name in ("sort", "remove"):
+        if name == "remove":
             mutating(frame, lst)
             items[:] = [const(v) for v in values]
         return const(result)
@@ -210,12 +220,34 @@ def dict_method(frame, d: DictVar, name: str, args: list[Var], kwargs) -> Var:
 def tuple_method(frame, t: TupleVar, name: str, args, kwargs) -> Var:
     if name in ("index", "count") and foldable(t):
         return const(fold(getattr(t.python_value(), name), *(python_value(a, f"tuple.{name}") for a in args)))
+    fields = getattr(t.py_type, "_fields", None) if issubclass(t.py_type, tuple) else None
+    if fields is not None and name == "_replace" and not args:
+        unknown = [k for k in kwargs if k not in fields]
+        if unknown:
+            raise Unsupported(f"{t.py_type.__name__}._replace() got unexpected field names {unknown} "
+                              "(the call raises eagerly)")
+        return TupleVar([kwargs.get(f, item) for f, item in zip(fields, t.items)], py_type=t.py_type)
+    if fields is not None and name == "_asdict" and not args and not kwargs:
+        return DictVar(dict(zip(fields, t.items)))
     raise Unsupported(f"tuple.{name} on {describe(t)}")
 
 
 def tuple_field(t: TupleVar, name: str) -> Var | None:
-    """`point.x` on a namedtuple, `result.values` on torch.return_types.max."""
+    """`point.x` on a namedtuple, `result.values` on torch.return_types.max, `point._fields`."""
     fields = getattr(t.py_type, "_fields", None) or getattr(t.py_type, "__match_args__", None)
     if fields and name in fields:
         return t.items[fields.index(name)]
+    if fields and name in ("_fields", "_field_defaults"):
+        return const(getattr(t.py_type, name))
     return None
+
+
+def tuple_new(frame, args, kwargs) -> Var:
+    """`tuple.__new__(cls, iterable)`, as a namedtuple's `_make` and `__new__` call it."""
+    if len(args) != 2 or kwargs or not isinstance(args[0], ObjectVar) or not isinstance(args[0].value, type) \
+            or not issubclass(args[0].value, tuple):
+        raise Unsupported(f"tuple.__new__({', '.join(map(describe, args))})")
+    cls = args[0].value
+    if cls is not tuple and not hasattr(cls, "_fields"):
+        raise Unsupported(f"tuple.__new__ of {cls.__qualname__}")
+    return TupleVar(unpack(frame, args[1]), py_type=cls)

@@ -27,6 +27,10 @@ OPERATOR_FUNCTIONS = {fn: sym for sym, fn in BINARY.items()}
 
 def binary(frame, sym: str, a: Var, b: Var) -> Var:
     fn = BINARY[sym]
+    from .instances import binary as user_binary
+    user = user_binary(frame, fn, a, b)
+    if user is not None:
+        return user
     if isinstance(a, TensorVar) or isinstance(b, TensorVar):
         from .tensors import call_function
         if sym in INPLACE and not isinstance(a, TensorVar):
@@ -37,10 +41,6 @@ def binary(frame, sym: str, a: Var, b: Var) -> Var:
     seq = _sequence_op(frame, sym, a, b)
     if seq is not None:
         return seq
-    from .instances import binary as user_binary
-    user = user_binary(frame, fn, a, b)
-    if user is not None:
-        return user
     if foldable(a) and foldable(b):
         return const(fold(fn, a.python_value(), b.python_value()))
     raise Unsupported(f"operator {sym} on {describe(a)} and {describe(b)}")

@@ -324,6 +324,9 @@ class Frame:
                 return stored
         if name in self.globals:
             if self.global_source is None:
+                from ..ops.objects import trusted_globals
+                if trusted_globals(self.globals):  # dataclasses, functools, ...: constants, as their attributes are
+                    return self.tracer.wrap(self.globals[name], None)
                 raise Unsupported(f"global {name!r} of a function the tracer cannot locate")
             return self.tracer.wrap(self.globals[name], self.global_source(name))
         if name in self.builtins:

@@ -1,0 +1,198 @@
+"""Objects of user classes made while tracing, and the operator protocol on user objects:
+every result against eager, one graph where the construct is traced."""
+import dataclasses
+
+import pytest
+import torch
+
+import rewrite
+from rewrite import jit
+
+from conftest import CompileCounter, assert_same, eager_copy
+
+
+class Acc:
+    def __init__(self, t, scale=1.0):
+        self.t = t
+        self.scale = scale
+        self.n = 0
+
+    def add(self, u):
+        self.t = self.t + u * self.scale
+        self.n += 1
+        return self
+
+    @property
+    def mean(self):
+        return self.t / max(self.n, 1)
+
+    def __iadd__(self, u):
+        return self.add(u)
+
+
+class Base:
+    def __init__(self, w):
+        self.w = w
+
+    def f(self, x):
+        return x * self.w
+
+
+class Child(Base):
+    def __init__(self, w, b):
+        super().__init__(w)
+        self.b = b
+
+    def f(self, x):
+        return super().f(x) + self.b
+
+
+class V:
+    def __init__(self, t):
+        self.t = t
+
+    def __add__(self, other):
+        if isinstance(other, V):
+            return V(self.t + other.t)
+        return NotImplemented
+
+    def __radd__(self, other):
+        return V(self.t + other)
+
+
+class SubV(V):
+    def __radd__(self, other):
+        return SubV(self.t - other.t)
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    a: torch.Tensor
+    k: int = 2
+
+
+def one_graph(fn, *args):
+    """Compile with fullgraph on a counting backend; two calls; the second must hit."""
+    eager = eager_copy(fn)
+    cnt = CompileCounter()
+    jit(fn, backend=cnt, fullgraph=True)
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        real = [a() if callable(a) else a for a in args]
+        torch.manual_seed(seed)
+        expected = eager(*[a() if callable(a) else a for a in args])
+        got = fn(*real)
+        yield got, expected
+    assert rewrite.dispatcher_of(fn).compiles == 1 and cnt.frame_count <= 1
+
+
+def attrs(obj):
+    return {k: v for k, v in vars(obj).items()}
+
+
+def test_object_made_inside_is_returned_with_its_class_and_attributes():
+    def f(x):
+        a = Acc(x, scale=2.0)
+        a.add(x).add(1)
+        a += x
+        return a, a.mean
+
+    for got, expected in one_graph(f, lambda: torch.randn(3)):
+        assert type(got[0]) is Acc
+        assert_same(attrs(got[0]), attrs(expected[0]))
+        assert_same(got[1], expected[1])
+
+
+def test_object_returned_twice_is_one_object():
+    def f(x):
+        a = Acc(x)
+        return a, [a]
+
+    for got, _ in one_graph(f, lambda: torch.randn(2)):
+        assert got[0] is got[1][0]
+
+
+def test_object_stored_on_an_input_object():
+    class Box:
+        pass
+
+    def f(box, x):
+        box.acc = Acc(x * 2)
+        return x + 1
+
+    eager = eager_copy(f)
+    jit(f, fullgraph=True)
+    b1, b2 = Box(), Box()
+    x = torch.randn(3)
+    assert_same(f(b1, x), eager(b2, x))
+    assert type(b1.acc) is Acc
+    assert_same(attrs(b1.acc), attrs(b2.acc))
+
+
+def test_super_and_overridden_method():
+    def f(x):
+        return Child(3.0, x).f(x)
+
+    for got, expected in one_graph(f, lambda: torch.randn(4)):
+        assert_same(got, expected)
+
+
+def test_reflected_operator_of_a_subclass_runs_first():
+    def f(x):
+        a, b = V(x), SubV(x * 3)
+        return (a + b).t, type(a + b).__name__, (1 + a).t
+
+    for got, expected in one_graph(f, lambda: torch.randn(2)):
+        assert_same(got, expected)
+
+
+def test_default_equality_is_identity():
+    def f(x):
+        a, b = Acc(x), Acc(x)
+        return a == a, a == b, a != b
+
+    for got, expected in one_graph(f, lambda: torch.randn(2)):
+        assert got == expected == (True, False, True)
+
+
+def test_frozen_dataclass_made_inside_and_its_error():
+    def ok(x):
+        fr = Frozen(x)
+        return fr.a * fr.k
+
+    for got, expected in one_graph(ok, lambda: torch.randn(2)):
+        assert_same(got, expected)
+
+    def bad(x):
+        fr = Frozen(x)
+        fr.k = 3  # FrozenInstanceError, as eager raises it
+        return fr.a
+
+    jit(bad)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        bad(torch.randn(2))
+
+
+def test_object_alive_across_a_graph_break():
+    def f(x):
+        a = Acc(x)
+        a.add(x)
+        print("break")  # the object is rebuilt for the resume function
+        a.add(1)
+        return a.t, a.n
+
+    eager = eager_copy(f)
+    jit(f)
+    for _ in range(2):
+        x = torch.randn(3)
+        assert_same(f(x), eager(x))
+    assert rewrite.explain(eager_copy(f))(torch.randn(3)).graph_break_count == 1
+
+
+def test_missing_attribute_raises_attribute_error_like_eager():
+    def f(x):
+        return Acc(x).nope
+
+    jit(f)
+    with pytest.raises(AttributeError, match="nope"):
+        f(torch.randn(2))
