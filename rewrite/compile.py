@@ -21,13 +21,13 @@ try:  # generates the GraphModule's own Python code only if someone asks for it
     from torch.fx._lazy_graph_module import _LazyGraphModule as GraphModule
 except ImportError:  # pragma: no cover
     from torch.fx import GraphModule
-from .errors import BackendCompilerFailed, Unsupported
+from .errors import BackendCompilerFailed, RaisesEagerly, Unsupported, UserError
 from .guards.codegen import GuardFunction, GuardSet, guard_source, make_guard_function
 from .guards.guard import Consts
 from .guards.source import GLOBALS, param_name
 from .trace.graph import WritesInputs
 from .trace.interpreter import Tracer
-from .trace.values import (BoundVar, ConstVar, DictVar, DictViewVar, InstanceVar, IteratorVar, ListVar, MethodVar,
+from .trace.values import (BoundVar, ConstVar, ExceptionVar, DictVar, DictViewVar, InstanceVar, IteratorVar, ListVar, MethodVar,
                            ObjectVar, ScalarVar, TensorVar, TupleVar, Var)
 
 
@@ -128,6 +128,8 @@ def plan_outputs(cap: Capture) -> None:
                 from .ops.instances import new_instance
                 attrs = ", ".join(f"{k!r}: {rebuild(i)}" for k, i in v.attrs.items())
                 return f"{cap.consts.ref(new_instance)}({cap.consts.ref(v.cls)}, {{{attrs}}})"
+            if isinstance(v, ExceptionVar):
+                return f"{cap.consts.ref(v.cls)}({''.join(rebuild(a) + ', ' for a in v.args)})"
             if isinstance(v, BoundVar):
                 return f"{cap.consts.ref(types.MethodType)}({cap.consts.ref(v.func)}, {rebuild(v.self_var)})"
             if isinstance(v, MethodVar) and v.name.isidentifier():  # `x.item` of a call the break runs
@@ -183,7 +185,8 @@ def entry_source(cap: Capture | None, compiled, params, name: str, miss=None, br
     graph break, rebuild the frame's values and run the break and the resume function."""
     args = [param_name(p) for p in params]
     consts = cap.consts if cap is not None else Consts()
-    fused = getattr(compiled, "__rewrite_fusable__", None) if brk is None else None
+    guarded = cap is not None and compiled is not None and cap.tracer.ops_in_try
+    fused = getattr(compiled, "__rewrite_fusable__", None) if brk is None and not guarded else None
     if cap is None:  # a fallback entry: the original bytecode runs
         consts.values["___MISS"] = miss
         body = f"def entry({', '.join(args)}):\n    return ___MISS\n"
@@ -197,8 +200,16 @@ def entry_source(cap: Capture | None, compiled, params, name: str, miss=None, br
         lines = []
         if compiled is not None:
             inputs = ", ".join(src.expr() for src, _, _ in cap.tracer.graph.inputs)
-            lines.append(f"___o = ___graph({inputs})")
             consts.values["___graph"] = compiled
+            if guarded:  # ops under a try: if the graph raises, the whole call runs eagerly
+                consts.values["___MISS"] = miss
+                grad = any(n.target is torch._C._set_grad_enabled for n in cap.tracer.graph.graph.nodes)
+                lines += ["___grad = torch.is_grad_enabled()"] if grad else []
+                lines += ["try:", f"    ___o = ___graph({inputs})", "except Exception:"]
+                lines += ["    torch._C._set_grad_enabled(___grad)"] if grad else []
+                lines += ["    return ___MISS"]
+            else:
+                lines.append(f"___o = ___graph({inputs})")
         if brk is None:
             lines += cap.render(lambda i: f"___o[{i}]")
         else:
@@ -234,6 +245,8 @@ def compile_entry(dispatcher, args) -> Entry:
         plan_outputs(cap)
     except Unsupported as e:
         if dispatcher.options.fullgraph:
+            if isinstance(e, RaisesEagerly):
+                raise UserError(e) from e  # the user's own exception, from eager's run
             raise
         tracer = getattr(e, "tracer", None)
         brk = graph_break.plan(tracer, e) if tracer is not None else None
@@ -249,7 +262,7 @@ def compile_entry(dispatcher, args) -> Entry:
     if backend_name not in GRAD_MODE_AGNOSTIC:
         cap.tracer.read_grad_mode()  # other backends may bake grad mode into what they build
     gm, compiled = call_backend(cap, backend_name, backend, name)
-    guard, fn, source = load_entry(cap.tracer.guards, cap, compiled, params, globals_, name)
+    guard, fn, source = load_entry(cap.tracer.guards, cap, compiled, params, globals_, name, miss=dispatcher.MISS)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
                   ops=cap.tracer.graph.op_count)
     _log(entry, name)
@@ -271,7 +284,7 @@ def _break_entry(dispatcher, tracer, brk, name: str, start: float) -> Entry | No
         tracer.read_grad_mode()
     gm, compiled = call_backend(cap, backend_name, backend, name)
     guard, fn, source = load_entry(tracer.guards, cap, compiled, dispatcher.params, dispatcher.globals, name,
-                                   brk=brk)
+                                   miss=dispatcher.MISS, brk=brk)
     brk.log(dispatcher.qualname)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
                   ops=tracer.graph.op_count, graph_break=str(brk.error), where=list(brk.error.where))

@@ -36,6 +36,11 @@ class Unsupported(RewriteError):
         return text
 
 
+class RaisesEagerly(Unsupported):
+    """The traced call raises an exception no handler of its own catches: it runs eagerly
+    and raises there (even under `fullgraph=True`: that is the user's error, not a break)."""
+
+
 class BackendCompilerFailed(RewriteError):
     """A backend raised while compiling a graph."""
 
@@ -59,6 +64,16 @@ class UserError(Exception):
     def __init__(self, error: BaseException):
         super().__init__(f"{type(error).__name__}: {error}")
         self.error = error
+
+
+class PythonError(UserError):
+    """Internal signal: a Python operation of the user's code raised while tracing, with a
+    value every later call (under the same guards) raises too (`1 / 0`, `d["missing"]`,
+    `next(exhausted)`): the tracer hands it to the user's `except` when one covers it."""
+
+
+def python_error(exc_type: type, *args) -> PythonError:
+    return PythonError(exc_type(*args))
 
 
 class InternalError(RewriteError):

@@ -156,7 +156,6 @@ def test_contextmanager_generator():
 
 # try / except / finally on Python exceptions
 
-@todo("add inside try/except (handlers around graph ops are not traced yet)")
 def test_try_without_exception():
     def f(x):
         try:
@@ -167,7 +166,6 @@ def test_try_without_exception():
     check(f, x1)
 
 
-@todo("raising ValueError (the call runs eagerly and raises there)")
 def test_try_except_catches_raised_python_error():
     def f(x):
         try:
@@ -178,7 +176,6 @@ def test_try_except_catches_raised_python_error():
     check(f, x1)
 
 
-@todo("key 'missing' not in dict (the call raises eagerly)")
 def test_try_except_keyerror_from_dict():
     def f(x, d):
         try:
@@ -189,7 +186,6 @@ def test_try_except_keyerror_from_dict():
     check(f, lambda s: (rand(s, 3), {"a": 1.0}))
 
 
-@todo("raising RuntimeError (the call runs eagerly and raises there)")
 def test_try_except_as_reads_message():
     def f(x):
         try:
@@ -212,7 +208,6 @@ def test_try_except_else():
     check(f, lambda s: (rand(s, 3), {"a": 1.0}))
 
 
-@todo("mul inside try/except (handlers around graph ops are not traced yet)")
 def test_try_finally_runs():
     def f(x):
         out = []
@@ -224,7 +219,6 @@ def test_try_finally_runs():
     check(f, x1)
 
 
-@todo("raise statement (the call runs eagerly and raises there)")
 def test_try_except_finally_with_exception():
     def f(x):
         steps = []
@@ -239,7 +233,6 @@ def test_try_except_finally_with_exception():
     check(f, x1)
 
 
-@todo("raising ValueError (the call runs eagerly and raises there)")
 def test_exception_from_helper_caught():
     def helper(n):
         if n > 2:
@@ -255,7 +248,6 @@ def test_exception_from_helper_caught():
     check(f, x1)
 
 
-@todo("sequence index out of range (the call raises eagerly)")
 def test_except_tuple_of_types():
     def f(x, xs):
         try:
@@ -266,7 +258,6 @@ def test_except_tuple_of_types():
     check(f, lambda s: (rand(s, 3), [1, 2]))
 
 
-@todo("raising FileNotFoundError (the call runs eagerly and raises there)")
 def test_except_base_class_catches_subclass():
     def f(x):
         try:
@@ -276,7 +267,6 @@ def test_except_base_class_catches_subclass():
     check(f, x1)
 
 
-@todo("raising KeyError (the call runs eagerly and raises there)")
 def test_nested_try_reraise():
     def f(x):
         try:
@@ -289,7 +279,6 @@ def test_nested_try_reraise():
     check(f, x1)
 
 
-@todo("add inside try/except (handlers around graph ops are not traced yet)")
 def test_return_inside_finally_path():
     def f(x):
         try:
@@ -299,7 +288,6 @@ def test_return_inside_finally_path():
     check(f, x1)
 
 
-@todo("relu inside try/except (handlers around graph ops are not traced yet)")
 def test_tensor_op_inside_try():
     def f(x):
         try:
@@ -312,7 +300,6 @@ def test_tensor_op_inside_try():
 
 # raise out of the compiled function
 
-@todo("raising ValueError (the call runs eagerly and raises there)")
 def test_raise_value_error_on_python_flag():
     def f(x, mode):
         if mode not in ("a", "b"):
@@ -329,7 +316,6 @@ def test_assert_fails_on_python_value():
     check(f, lambda s: (rand(s, 3), -1), raises=AssertionError)
 
 
-@todo("raising ShapeError (the call runs eagerly and raises there)")
 def test_raise_custom_exception_class():
     class ShapeError(Exception):
         pass
@@ -349,7 +335,6 @@ def test_raise_only_in_unused_branch():
     check(f, lambda s: (rand(s, 3), 2))
 
 
-@todo("key 'b' not in dict (the call raises eagerly)")
 def test_keyerror_propagates():
     def f(x, d):
         return x * d["b"]

@@ -15,7 +15,7 @@ import fuzz
 import rewrite
 from fuzz.oracle import Divergence, compare, run_program
 from fuzz.programs import Program, dims, programs
-from fuzz.inputs import ListSpec, ScalarSpec, TensorSpec
+from fuzz.inputs import AliasSpec, ListSpec, ScalarSpec, TensorSpec, alias_variant, make_args
 
 EXAMPLES = int(os.environ.get("REWRITE_FUZZ_EXAMPLES", "300"))
 
@@ -65,6 +65,87 @@ def test_reproducer_is_runnable_python():
     ns = {}
     exec(compile(text, "<repro>", "exec"), ns)
     ns["test_fuzz_repro"]()
+
+
+def _cloning_backend(gm, example_inputs):  # runs the graph on copies: its writes never reach the inputs
+    return lambda *args: gm(*[a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+
+
+def _copying_backend(gm, example_inputs):  # returns copies of the graph's outputs
+    return lambda *args: tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in gm(*args))
+
+
+DIMS = {"d0": 2, "d1": 3, "d2": 4}
+
+
+def test_the_oracle_compares_the_inputs_afterwards():
+    program = Program([TensorSpec("x0", ("d1", "d2"), "float32", "contiguous")],
+                      body=["x0.add_(1)", "t1 = x0.sum()"], returns="t1")
+    run_program(program, DIMS, DIMS)
+    with pytest.raises(Divergence, match="input 0 afterwards: values differ"):
+        run_program(program, DIMS, DIMS, backend=_cloning_backend)
+
+
+def test_the_oracle_compares_which_results_are_inputs():
+    program = Program([TensorSpec("x0", ("d1", "d2"), "float32", "contiguous")],
+                      body=["t1 = x0.mul_(2)", "t2 = x0[0]"], returns="(t1, t2)")
+    run_program(program, DIMS, DIMS)
+    with pytest.raises(Divergence, match=r"aliasing of the result: .* != eager's \['result\[0\] is input 0'"):
+        run_program(program, DIMS, DIMS, backend=_copying_backend)
+
+
+def test_aliased_inputs_share_memory_and_the_reproducer_builds_them():
+    base = TensorSpec("_b", ("d1", "d2"), "float32", "contiguous")
+    program = Program([TensorSpec("x0", ("d1", "d2"), "float32", "grad"), AliasSpec("x1", "x0", "{x}.detach()"),
+                       AliasSpec("x2", "_b", "{x}[:-1]", base), AliasSpec("x3", "_b", "{x}[1:]", base)],
+                      body=["x1.mul_(2)", "x2.add_(x3.clone())", "t1 = x0 * x3"], returns="t1")
+    x0, x1, x2, x3 = make_args(program.inputs, DIMS, 0)
+    assert x1.data_ptr() == x0.data_ptr() and x3.data_ptr() == x2.data_ptr() + 4 * DIMS["d2"]
+    run_program(program, DIMS, DIMS)
+    from fuzz.oracle import reproducer
+    text = reproducer(program, [("first call", DIMS, 0), ("aliasing changed", DIMS, 1, alias_variant(program.inputs))],
+                      "python")
+    assert "_b = torch.randn" in text and "x3 = _b[1:]" in text and "x3 = _b.clone()[1:]" in text
+    ns = {}
+    exec(compile(text, "<repro>", "exec"), ns)
+    ns["test_fuzz_repro"]()
+
+
+def test_alias_variant_changes_which_inputs_share_memory():
+    x = TensorSpec("x0", ("d1", "d2"), "float32", "contiguous")
+    same = alias_variant([x, TensorSpec("x1", ("d1", "d2"), "float32", "transposed")])
+    a, b = make_args(same, DIMS, 0)
+    assert a is b
+    a, b = make_args(alias_variant([x, AliasSpec("x1", "x0", "{x}[1:]")]), DIMS, 0)
+    assert a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr()
+    assert alias_variant([x, TensorSpec("x1", ("d2",), "float32", "contiguous")]) is None
+
+
+def test_generated_programs_write_into_inputs_and_alias_them():
+    counts = {"programs": 0, "mutated": 0, "aliased": 0}
+
+    @settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @seed(0)
+    @given(programs(), dims())
+    def run(program, dims1):
+        ns = {}
+        exec(program.source(), ns)
+        args = make_args(program.inputs, dims1, 0)
+        before = [(a.shape, a.clone()) for a in args if isinstance(a, torch.Tensor)]
+        try:
+            ns["f"](*args)
+        except Exception:
+            return
+        after = [a for a in args if isinstance(a, torch.Tensor)]
+        counts["programs"] += 1
+        counts["mutated"] += any(a.shape != shape or not torch.equal(a, old) for (shape, old), a in zip(before, after))
+        counts["aliased"] += any(isinstance(s, AliasSpec) for s in program.inputs)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run()
+    assert counts["mutated"] >= counts["programs"] // 8, counts
+    assert counts["aliased"] >= counts["programs"] // 6, counts
 
 
 def test_compare_reports_what_differs():

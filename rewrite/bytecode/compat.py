@@ -111,4 +111,13 @@ def handled_offsets(code) -> tuple[frozenset, frozenset]:
     return frozenset(handler_of), frozenset(o for o in handler_of if in_try(o))
 
 
+def exception_handlers(code) -> dict:
+    """offset -> (handler offset, stack depth, push lasti?) for every instruction a handler covers."""
+    out = {}
+    for entry in dis._parse_exception_table(code):  # 3.11+: the zero-cost exception table
+        for offset in range(entry.start, entry.end, 2):
+            out[offset] = (entry.target, entry.depth, entry.lasti)
+    return out
+
+
 BINARY_OPS = dict(enumerate(symbol for _, symbol in dis._nb_ops))  # arg -> '+', '+=', ...

@@ -14,7 +14,7 @@ import torch
 
 from ..errors import Unsupported
 from ..guards.source import AttrSource
-from ..trace.values import (BoundVar, ConstVar, ContextExitVar, DictVar, FunctionVar, GradModeVar, InstanceVar,
+from ..trace.values import (BoundVar, ConstVar, ContextExitVar, DictVar, ExceptionVar, FunctionVar, GradModeVar, InstanceVar,
                             ListVar, MethodVar, ObjectVar, SuperVar, TensorVar, TupleVar, Var)
 from .builtins import BUILTINS, PURE, call_builtin
 from . import instances
@@ -37,6 +37,14 @@ def getattr_(frame, obj: Var, name: str) -> Var:
         return getattr_object(frame, obj, name)
     if isinstance(obj, InstanceVar):
         return instances.getattr_instance(frame, obj, name)
+    if isinstance(obj, ExceptionVar):
+        if name == "args":
+            return TupleVar(obj.args)
+        if name == "__class__":
+            return ObjectVar(obj.cls)
+        if name in ("__traceback__", "__cause__", "__context__", "__notes__") or not foldable(obj):
+            raise Unsupported(f"attribute {name!r} of a traced {obj.cls.__name__}")
+        return const(fold(getattr, obj.python_value(), name))
     if isinstance(obj, SuperVar):
         return instances.getattr_super(frame, obj, name)
     if isinstance(obj, ConstVar):
@@ -217,7 +225,10 @@ def _construct(frame, cls_var: ObjectVar, args, kwargs) -> Var:
         if all(foldable(a) for a in args) and all(foldable(v) for v in kwargs.values()):
             return const(fold(cls, *(a.python_value() for a in args), **{k: v.python_value() for k, v in kwargs.items()}))
     if issubclass(cls, BaseException):
-        raise Unsupported(f"raising {cls.__name__} (the call runs eagerly and raises there)")
+        if kwargs or isinstance(instances.class_attr(cls, "__init__"), types.FunctionType) \
+                or isinstance(instances.class_attr(cls, "__new__"), types.FunctionType):
+            raise Unsupported(f"constructing {cls.__name__} (its __init__ is Python code)")
+        return ExceptionVar(cls, args)
     if hasattr(cls, "__enter__"):
         raise Unsupported(f"with {cls.__module__}.{cls.__qualname__}(...) (context managers are traced in a later "
                           "version)")

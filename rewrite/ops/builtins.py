@@ -9,10 +9,10 @@ import types
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import Unsupported, python_error
 from ..guards.guard import HasAttrMatch
 from ..guards.source import AttrSource
-from ..trace.values import (BoundVar, ConstVar, InstanceVar, SuperVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar,
+from ..trace.values import (BoundVar, ConstVar, ExceptionVar, InstanceVar, SuperVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar,
                             TensorVar, TupleVar, Var)
 from .core import DATA_DEPENDENT_HINT, const, describe, fold, foldable, key_of, python_value, unpack
 
@@ -44,7 +44,7 @@ def python_type(v: Var) -> type:
         return types.FunctionType
     if isinstance(v, DictViewVar):
         return type(getattr({}, v.kind)())
-    if isinstance(v, InstanceVar):
+    if isinstance(v, (InstanceVar, ExceptionVar)):
         return v.cls
     return {BoundVar: types.MethodType, SuperVar: super, ListVar: list, DictVar: dict, IteratorVar: type(iter([])), MethodVar: types.MethodType}.get(type(v), object)
 
@@ -203,7 +203,7 @@ def _next(frame, args, kwargs):
     if item is None:
         if len(args) > 1:
             return args[1]
-        raise Unsupported("next() on an exhausted iterator (StopIteration)")
+        raise python_error(StopIteration)
     return item
 
 

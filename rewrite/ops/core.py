@@ -6,8 +6,8 @@ import types
 
 import torch
 
-from ..errors import Unsupported, UserError
-from ..trace.values import (BoundVar, CellVar, InstanceVar, ConstVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar,
+from ..errors import PythonError, Unsupported, python_error
+from ..trace.values import (BoundVar, CellVar, ExceptionVar, InstanceVar, ConstVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar,
                             ObjectVar, ScalarVar, TensorVar, TupleVar, Var)
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
@@ -38,7 +38,7 @@ def fold(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except Exception as e:
-        raise UserError(e) from e
+        raise PythonError(e) from e
 
 
 def foldable(v: Var) -> bool:
@@ -49,6 +49,8 @@ def foldable(v: Var) -> bool:
         return all(foldable(i) for i in v.items)
     if isinstance(v, DictVar):
         return all(foldable(i) for i in v.items.values())
+    if isinstance(v, ExceptionVar):
+        return all(foldable(i) for i in v.args)
     if isinstance(v, ObjectVar):
         return isinstance(v.value, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType))
     return False
@@ -82,7 +84,7 @@ def describe(v: Var) -> str:
         return f"function {v.code.co_qualname}"
     if isinstance(v, MethodVar):
         return f"method {v.name} of {describe(v.self_var)}"
-    if isinstance(v, InstanceVar):
+    if isinstance(v, (InstanceVar, ExceptionVar)):
         return f"object of type {v.cls.__qualname__}"
     if isinstance(v, BoundVar):
         return f"method {v.func.__qualname__}"
@@ -208,7 +210,7 @@ def iterate(frame, v: Var) -> IteratorVar:
 
         def unchanged():
             if len(d.items) != size:
-                raise UserError(RuntimeError("dictionary changed size during iteration"))
+                raise python_error(RuntimeError, "dictionary changed size during iteration")
         return IteratorVar(unpack(frame, v), on_next=unchanged)
     it = _user_iter(frame, v)
     if it is not None:
@@ -256,7 +258,7 @@ def getitem(frame, obj: Var, index: Var) -> Var:
         try:
             picked = obj.items[i]
         except IndexError:
-            raise Unsupported("sequence index out of range (the call raises eagerly)") from None
+            raise python_error(IndexError, f"{type(obj).__name__[:-3].lower()} index out of range") from None
         except TypeError as e:
             raise Unsupported(f"sequence index {i!r}: {e}") from None
         if isinstance(i, slice):
@@ -268,7 +270,7 @@ def getitem(frame, obj: Var, index: Var) -> Var:
     if isinstance(obj, DictVar):
         key = key_of(index)
         if key not in obj.items:
-            raise Unsupported(f"key {key!r} not in dict (the call raises eagerly)")
+            raise python_error(KeyError, key)
         return obj.items[key]
     if isinstance(obj, ConstVar):
         return const(fold(operator.getitem, obj.value, python_value(index, "an index")))

@@ -14,7 +14,7 @@ import types
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import Unsupported, python_error
 from ..guards.source import AttrSource
 from ..trace.values import BoundVar, ConstVar, InstanceVar, ObjectVar, SuperVar, Var, note_mutation
 from .core import const, describe
@@ -130,7 +130,7 @@ def getattr_instance(frame, inst: InstanceVar, name: str) -> Var:
     fallback = getattr_fallback(frame, inst, name)
     if fallback is not None:
         return fallback
-    raise Unsupported(f"{inst.cls.__qualname__} object has no attribute {name!r} (the call raises eagerly)")
+    raise python_error(AttributeError, f"{inst.cls.__qualname__!r} object has no attribute {name!r}")
 
 
 def _property_get(frame, v: Var, prop: property, name: str, source) -> Var:

@@ -6,7 +6,7 @@ import types
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import Unsupported, python_error
 from ..guards.guard import IdMatch, NotInDictMatch
 from ..guards.source import AttrSource
 from ..trace.values import (BoundVar, ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var,
@@ -203,7 +203,7 @@ def dict_method(frame, d: DictVar, name: str, args: list[Var], kwargs) -> Var:
         if name == "pop":
             key = key_of(args[0])
             if key not in items and len(args) < 2:
-                raise Unsupported(f"key {key!r} not in dict (the call raises eagerly)")
+                raise python_error(KeyError, key)
             return items.pop(key, args[1] if len(args) > 1 else None)
         if name == "update":
             from .builtins import call_builtin

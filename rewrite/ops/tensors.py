@@ -157,11 +157,17 @@ def call_function(frame, fn, args, kwargs) -> Var:
 
 
 def _record(frame, kind, target, args, kwargs, name) -> Var:
-    if frame.in_try():
-        # the graph has no handler: an op that fails on later data must fail where `except` sees it
-        raise Unsupported(f"{name} inside try/except (handlers around graph ops are not traced yet)")
     graph = frame.tracer.graph
+    in_try = frame.in_try()
+    if in_try and graph.clone_inputs:
+        raise Unsupported(f"{name} inside try/except in a function that writes into its inputs")
     node, result = graph.call(kind, target, tuple(args), dict(kwargs))
+    if in_try:
+        # an op may fail on later data where eager's `except` would see it: the entry runs the
+        # whole call eagerly if the graph raises -- so nothing before may have changed anything
+        if node.meta.get("seeded"):
+            raise Unsupported(f"random op {name} inside try/except (the call could not run again)")
+        frame.tracer.ops_in_try = True
     dd = next((t.node.meta["data_dependent_shape"] for t in _tensors(args, kwargs)
                if t.node.meta.get("data_dependent_shape")), None)
     if name in CREATION or _float_meets_integer_tensor(args, kwargs):

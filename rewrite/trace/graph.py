@@ -75,6 +75,7 @@ class GraphBuilder:
         """Run `target` on the real values and record it. Returns (node, real result)."""
         real_args, real_kwargs = _real(args), _real(kwargs)
         fx_args, fx_kwargs = _fx(args), _fx(kwargs)
+        self._write_check.seeded = False
         try:
             with self._write_check:
                 if kind == "call_method":
@@ -89,6 +90,7 @@ class GraphBuilder:
             raise UserError(e) from e
         node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
         node.meta["example_value"] = result
+        node.meta["seeded"] = self._write_check.seeded
         self._created.append(node)
         self.op_count += 1
         return node, result
@@ -195,9 +197,12 @@ class _InputWriteCheck(TorchDispatchMode):
         super().__init__()
         self.storages = storages  # the memory of inputs: writes through views
         self.ids = ids  # the input tensors themselves: in-place metadata changes (x.unsqueeze_)
+        self.seeded = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if torch.Tag.nondeterministic_seeded in func.tags:
+            self.seeded = True  # a random op: it draws from the generator
         for i, arg in enumerate(func._schema.arguments):
             if arg.alias_info is None or not arg.alias_info.is_write:
                 continue

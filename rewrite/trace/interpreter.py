@@ -15,13 +15,13 @@ import types
 import torch
 
 from .. import config, logs
-from ..bytecode.compat import SUPPORTED, handled_offsets
-from ..errors import Unsupported
+from ..bytecode.compat import SUPPORTED, exception_handlers, handled_offsets
+from ..errors import PythonError, RaisesEagerly, Unsupported
 from ..guards.codegen import GuardSet
 from ..guards.guard import DefaultDtypeMatch, GradModeMatch, IdMatch, NotInMatch
 from ..guards.source import AttrSource, CellContentsSource, GlobalSource, GlobalsSource, ItemSource, LocalSource, Source
 from .graph import GraphBuilder
-from .values import CellVar, FunctionVar, ObjectVar, Var, mutations
+from .values import CellVar, ConstVar, ExceptionVar, FunctionVar, ObjectVar, Var, mutations
 
 HANDLERS: dict = {}
 
@@ -44,6 +44,13 @@ class Return(Exception):
         self.value = value
 
 
+class Raised(Exception):
+    """A traced exception leaving a frame that has no handler for it: the caller's turn."""
+
+    def __init__(self, exc: Var):
+        self.exc = exc
+
+
 class Yielded(Exception):
     """Raised by YIELD_VALUE: the generator's frame stops here until its next step."""
 
@@ -54,7 +61,13 @@ class Yielded(Exception):
 @functools.lru_cache(maxsize=4096)
 def instructions_of(code: types.CodeType):
     insts = list(dis.get_instructions(code))
-    return insts, {inst.offset: i for i, inst in enumerate(insts)}, handled_offsets(code)
+    return insts, {inst.offset: i for i, inst in enumerate(insts)}, handled_offsets(code), exception_handlers(code)
+
+
+def exception_var(error: BaseException) -> ExceptionVar:
+    """The traced form of an exception a Python operation raised while tracing."""
+    from ..ops.core import const
+    return ExceptionVar(type(error), [const(a) for a in error.args])
 
 
 class Checkpoint:
@@ -95,6 +108,8 @@ class Tracer:
         self.depth = 0
         self.log_trace = logs.enabled("trace")
         self.grad_at_start = self.grad_enabled = torch.is_grad_enabled()
+        self.exc_info: Var = ConstVar(None)  # the exception being handled (sys.exception())
+        self.ops_in_try = False  # graph ops an `except` covers: the entry runs eagerly if the graph raises
         from .side_effects import SideEffects
         self.side_effects = SideEffects(self)
         if not SUPPORTED:  # the prologue works on 3.12 and 3.13; their opcode handlers are to come
@@ -263,7 +278,7 @@ class Frame:
     def __init__(self, tracer: Tracer, code, locals_, cells, globals_, global_source, parent):
         self.tracer = tracer
         self.code = code
-        self.instructions, self.index_of, (self.handled, self.user_try) = instructions_of(code)
+        self.instructions, self.index_of, (self.handled, self.user_try), self.handlers = instructions_of(code)
         self.locals: dict = locals_
         self.cells: dict[str, CellVar] = cells
         self.globals = globals_
@@ -381,8 +396,28 @@ class Frame:
                 return r.value
             except Unsupported as e:
                 raise self._locate(e)
+            except (Raised, PythonError) as e:
+                exc = e.exc if isinstance(e, Raised) else exception_var(e.error)
+                if not self.catch(exc, inst):
+                    if is_root:  # the call raises: where, is for the graph break (or eager run) to find
+                        raise self._locate(RaisesEagerly(f"raising {exc.cls.__name__} (the call raises eagerly)"))
+                    raise Raised(exc) from None
             except RecursionError:
                 raise self._locate(Unsupported("recursion too deep while tracing"))
+
+    def catch(self, exc: Var, inst) -> bool:
+        """Hand a traced exception to this frame's handler for `inst`, as the interpreter
+        does: the stack cut to the handler's depth, (lasti,) the exception pushed."""
+        entry = self.handlers.get(inst.offset)
+        if entry is None:
+            return False
+        target, depth, lasti = entry
+        del self.stack[depth:]
+        if lasti:
+            self.push(ConstVar(inst.offset))
+        self.push(exc)
+        self.jump(target)
+        return True
 
     def _locate(self, e: Unsupported) -> Unsupported:
         e.locate(self.code.co_filename, self.lineno, self.code.co_name)

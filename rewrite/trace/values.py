@@ -13,6 +13,7 @@ tables in `rewrite/ops`, keyed by the underlying Python object or its type.
 * MethodVar   -- a bound method on a Var (`x.relu`, `lst.append`)
 * CellVar     -- a closure cell: virtual (created while tracing) or a real cell with a source
 * InstanceVar -- an object of a user class made while tracing: its class and attributes (Vars)
+* ExceptionVar -- an exception raised (`raise`) or caught (`except E as e`) while tracing
 * BoundVar    -- a Python function bound to a Var (a method of an InstanceVar, a classmethod)
 * SuperVar    -- `super()` inside a method
 * GradModeVar -- `torch.no_grad()`, `enable_grad()`, `set_grad_enabled(b)`; ContextExitVar is
@@ -271,6 +272,22 @@ class InstanceVar(Var):
 
     def __repr__(self):
         return f"InstanceVar({self.cls.__qualname__})"
+
+
+class ExceptionVar(Var):
+    """An exception raised while tracing: its class and constructor arguments."""
+    __slots__ = ("cls", "args")
+
+    def __init__(self, cls: type, args):
+        super().__init__(None)
+        self.cls = cls
+        self.args = list(args)
+
+    def python_value(self):
+        return self.cls(*[a.python_value() for a in self.args])
+
+    def __repr__(self):
+        return f"ExceptionVar({self.cls.__name__})"
 
 
 class BoundVar(Var):

@@ -1,8 +1,8 @@
-"""Jumps, loops, return and raise."""
+"""Jumps, loops, return, raise and exception handlers."""
 from ... import ops
 from ...errors import Unsupported
-from ..interpreter import Return, Yielded, handler
-from ..values import ConstVar, ContextExitVar
+from ..interpreter import Raised, Return, Yielded, handler
+from ..values import ConstVar, ContextExitVar, ExceptionVar, ObjectVar
 
 
 @handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
@@ -79,7 +79,59 @@ def yield_value(frame, inst):
 
 @handler("RAISE_VARARGS")
 def raise_varargs(frame, inst):
-    raise Unsupported("raise statement (the call runs eagerly and raises there)")
+    """`raise` (re-raise), `raise exc`, `raise exc from cause` (the cause is not kept)."""
+    if inst.arg == 0:
+        exc = frame.tracer.exc_info
+        if not isinstance(exc, ExceptionVar):
+            raise Unsupported("bare raise with no exception being handled (the call raises eagerly)")
+        raise Raised(exc)
+    if inst.arg == 2:
+        frame.pop()
+    exc = frame.pop()
+    if isinstance(exc, ObjectVar) and isinstance(exc.value, type):
+        exc = ops.call(frame, exc, [], {})  # `raise ValueError`: the class, called
+    if not isinstance(exc, ExceptionVar):
+        raise Unsupported(f"raise of {ops.describe(exc)}")
+    raise Raised(exc)
+
+
+@handler("PUSH_EXC_INFO")
+def push_exc_info(frame, inst):
+    exc = frame.pop()
+    frame.push(frame.tracer.exc_info)
+    frame.tracer.exc_info = exc
+    frame.push(exc)
+
+
+@handler("POP_EXCEPT")
+def pop_except(frame, inst):
+    frame.tracer.exc_info = frame.pop()
+
+
+@handler("CHECK_EXC_MATCH")
+def check_exc_match(frame, inst):
+    match = ops.python_value(frame.pop(), "except")
+    exc = frame.stack[-1]
+    frame.push(ConstVar(issubclass(exc.cls, match)))
+
+
+@handler("RERAISE")
+def reraise(frame, inst):
+    exc = frame.pop()
+    if inst.arg:
+        frame.pop()  # the lasti the handler kept
+    raise Raised(exc)
+
+
+@handler("WITH_EXCEPT_START")
+def with_except_start(frame, inst):
+    """An exception leaves a `with` block: only traced (grad-mode) blocks get here; they
+    restore grad mode and let it go on."""
+    exit_fn = frame.stack[-4]
+    if not isinstance(exit_fn, ContextExitVar):
+        raise Unsupported(f"an exception leaving a with block over {ops.describe(exit_fn)}")
+    ops.call(frame, exit_fn, [], {})
+    frame.push(ConstVar(False))
 
 
 @handler("LOAD_ASSERTION_ERROR")
