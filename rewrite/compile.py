@@ -27,7 +27,7 @@ from .guards.guard import Consts
 from .guards.source import GLOBALS, param_name
 from .trace.graph import WritesInputs
 from .trace.interpreter import Tracer
-from .trace.values import (BoundVar, ConstVar, ExceptionVar, DictVar, DictViewVar, InstanceVar, IteratorVar, ListVar, MethodVar,
+from .trace.values import (BoundVar, ConstVar, ExceptionVar, SetVar, DictVar, DictViewVar, InstanceVar, IteratorVar, ListVar, MethodVar,
                            ObjectVar, ScalarVar, TensorVar, TupleVar, Var)
 
 
@@ -96,7 +96,7 @@ def plan_outputs(cap: Capture) -> None:
         def rebuild(v: Var) -> str:
             if v.source is not None:
                 return v.source.expr()  # an input returned as it is: the very same object
-            if isinstance(v, (ListVar, DictVar, InstanceVar)):
+            if isinstance(v, (ListVar, DictVar, InstanceVar, SetVar)):
                 if id(v) not in built:
                     name = built[id(v)] = f"___b{len(built)}"
                     return f"({name} := {build(v)})"
@@ -128,6 +128,11 @@ def plan_outputs(cap: Capture) -> None:
                 from .ops.instances import new_instance
                 attrs = ", ".join(f"{k!r}: {rebuild(i)}" for k, i in v.attrs.items())
                 return f"{cap.consts.ref(new_instance)}({cap.consts.ref(v.cls)}, {{{attrs}}})"
+            if isinstance(v, SetVar):
+                from .ops.sets import members
+                inner = ", ".join(rebuild(i) for i in members(v))
+                return (f"frozenset({{{inner}}})" if inner else "frozenset()") if v.frozen else \
+                    (f"{{{inner}}}" if inner else "set()")
             if isinstance(v, ExceptionVar):
                 return f"{cap.consts.ref(v.cls)}({''.join(rebuild(a) + ', ' for a in v.args)})"
             if isinstance(v, BoundVar):

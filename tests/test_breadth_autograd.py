@@ -185,7 +185,6 @@ def test_module_parameter_grads():
     grad_check(f, make)
 
 
-@todo("TypeError: jit expects a Python function, got Sequential")
 def test_jit_module_parameter_grads():
     torch.manual_seed(0)
     m = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 1))

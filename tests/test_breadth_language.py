@@ -46,7 +46,6 @@ def test_dict_comprehension():
     check(f, x3)
 
 
-@todo("opcode BUILD_SET is not supported")
 def test_set_comprehension_of_python_values():
     def f(x, xs, d):
         s = {v % 2 for v in xs}
@@ -593,7 +592,6 @@ def test_dict_comprehension_duplicate_keys():
     check(f, x1)
 
 
-@todo("constructing builtins.set while tracing")
 def test_set_from_list_and_set_ops():
     def f(x, xs, d):
         s = set(xs)

@@ -157,14 +157,12 @@ def test_read_parameters_directly():
     check(f, with_module(lambda: nn.Linear(4, 3)))
 
 
-@todo("opcode GET_YIELD_FROM_ITER is not supported")
 def test_parameters_iteration():
     def f(x, m):
         return x.sum() + sum(p.pow(2).sum() for p in m.parameters())
     check(f, with_module(MLP))
 
 
-@todo("opcode GET_YIELD_FROM_ITER is not supported")
 def test_named_parameters_names():
     def f(x, m):
         names = [n for n, _ in m.named_parameters()]
@@ -232,32 +230,26 @@ def test_functional_call_on_parameters_dict():
 
 # jit(module)
 
-@todo("TypeError: jit expects a Python function, got Linear")
 def test_jit_linear_module():
     check(seeded(lambda: nn.Linear(4, 3)), x4)
 
 
-@todo("TypeError: jit expects a Python function, got MLP")
 def test_jit_user_mlp():
     check(seeded(MLP), x4)
 
 
-@todo("TypeError: jit expects a Python function, got Sequential")
 def test_jit_sequential():
     check(seeded(lambda: nn.Sequential(nn.Linear(4, 4), nn.GELU(), nn.LayerNorm(4))), x4)
 
 
-@todo("TypeError: jit expects a Python function, got Stack")
 def test_jit_module_with_module_list():
     check(seeded(Stack), x4)
 
 
-@todo("TypeError: jit expects a Python function, got Stack")
 def test_jit_module_forward_keyword_argument():
     check(seeded(Stack), x4, kwargs=lambda s: {"head": "b"})
 
 
-@todo("TypeError: jit expects a Python function, got TrainFlag")
 def test_jit_module_in_eval_mode():
     check(seeded(TrainFlag).eval(), x4)
 
@@ -274,7 +266,6 @@ def test_jit_module_updates_python_counter_and_buffer():
         assert_same(m.seen, eager.seen)
 
 
-@todo("TypeError: jit expects a Python function, got BatchNorm1d")
 def test_jit_batchnorm_train():
     check(seeded(lambda: nn.BatchNorm1d(4)), x4)
 
@@ -327,14 +318,12 @@ def test_jit_two_instances_share_a_graph():
     assert cnt.frame_count == 1
 
 
-@todo("TypeError: jit expects a Python function, got Linear")
 def test_jit_module_forward_hook_runs():
     m = seeded(lambda: nn.Linear(4, 4))
     m.register_forward_hook(lambda mod, inp, out: out * 10)
     check(m, x4)
 
 
-@todo("TypeError: jit expects a Python function, got Linear")
 def test_jit_module_forward_pre_hook_runs():
     m = seeded(lambda: nn.Linear(4, 4))
     m.register_forward_pre_hook(lambda mod, inp: (inp[0] + 1,))

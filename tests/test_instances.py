@@ -196,3 +196,28 @@ def test_missing_attribute_raises_attribute_error_like_eager():
     jit(f)
     with pytest.raises(AttributeError, match="nope"):
         f(torch.randn(2))
+
+
+def test_sets_made_while_tracing_iterate_in_eagers_order():
+    def f(x, names):
+        s = {n for n in names if n != "b"}
+        t = set(["x", "y"]) | s
+        s.add("z")
+        s.discard("a")
+        u = {x, x}  # tensors hash by identity
+        return list(s), sorted(t), "x" in t, len(u), s, t - {"x"}, frozenset(names), s & t, s <= t, list(t ^ s)
+
+    for got, expected in one_graph(f, lambda: torch.randn(2), ["a", "b", "c", "d", "e"]):
+        assert got[0] == expected[0] and got[-1] == expected[-1]  # iteration order, not only equality
+        assert_same(got, expected)
+
+
+def test_set_of_parameters_deduplicates_tied_weights():
+    lin = torch.nn.Linear(3, 3)
+    model = torch.nn.Sequential(lin, torch.nn.ReLU(), lin)
+
+    def f(m, x):
+        return sum(p.sum() for p in m.parameters()) + x, [n for n, _ in m.named_parameters()]
+
+    for got, expected in one_graph(f, lambda: model, lambda: torch.randn(1)):
+        assert_same(got, expected)

@@ -15,7 +15,7 @@ import torch
 from ..errors import Unsupported
 from ..guards.source import AttrSource
 from ..trace.values import (BoundVar, ConstVar, ContextExitVar, DictVar, ExceptionVar, FunctionVar, GradModeVar, InstanceVar,
-                            ListVar, MethodVar, ObjectVar, SuperVar, TensorVar, TupleVar, Var)
+                            ListVar, MethodVar, ObjectVar, SetVar, SuperVar, TensorVar, TupleVar, Var)
 from .builtins import BUILTINS, PURE, call_builtin
 from . import instances
 from .core import (const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate, key_of, make_slice,
@@ -53,7 +53,7 @@ def getattr_(frame, obj: Var, name: str) -> Var:
         field = tuple_field(obj, name)
         if field is not None:
             return field
-    if isinstance(obj, (TupleVar, ListVar, DictVar)):
+    if isinstance(obj, (TupleVar, ListVar, DictVar, SetVar)):
         return MethodVar(obj, name)
     raise Unsupported(f"attribute {name!r} of {describe(obj)}")
 
@@ -164,6 +164,9 @@ def _call_method(frame, m: MethodVar, args, kwargs) -> Var:
         return dict_method(frame, self, m.name, args, kwargs)
     if isinstance(self, TupleVar):
         return tuple_method(frame, self, m.name, args, kwargs)
+    if isinstance(self, SetVar):
+        from .sets import method
+        return method(frame, self, m.name, args, kwargs)
     if isinstance(self, ObjectVar):
         import inspect
         fn = inspect.getattr_static(self.value, m.name)

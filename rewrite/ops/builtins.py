@@ -12,7 +12,7 @@ import torch
 from ..errors import Unsupported, python_error
 from ..guards.guard import HasAttrMatch
 from ..guards.source import AttrSource
-from ..trace.values import (BoundVar, ConstVar, ExceptionVar, InstanceVar, SuperVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar,
+from ..trace.values import (BoundVar, ConstVar, ExceptionVar, InstanceVar, SetVar, SuperVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar,
                             TensorVar, TupleVar, Var)
 from .core import DATA_DEPENDENT_HINT, const, describe, fold, foldable, key_of, python_value, unpack
 
@@ -46,6 +46,8 @@ def python_type(v: Var) -> type:
         return type(getattr({}, v.kind)())
     if isinstance(v, (InstanceVar, ExceptionVar)):
         return v.cls
+    if isinstance(v, SetVar):
+        return frozenset if v.frozen else set
     return {BoundVar: types.MethodType, SuperVar: super, ListVar: list, DictVar: dict, IteratorVar: type(iter([])), MethodVar: types.MethodType}.get(type(v), object)
 
 
@@ -59,6 +61,8 @@ def _len(frame, args, kwargs):
         return ConstVar(len(v.items))
     if isinstance(v, DictViewVar):
         return ConstVar(len(v.dict_var.items))
+    if isinstance(v, SetVar):
+        return ConstVar(len(v.items))
     if isinstance(v, ObjectVar):
         from .modules import container_modules
         mods = container_modules(frame, v)
@@ -205,6 +209,24 @@ def _next(frame, args, kwargs):
             return args[1]
         raise python_error(StopIteration)
     return item
+
+
+def _set_of(frozen: bool):
+    def impl(frame, args, kwargs):
+        from .sets import from_iterable, make
+        if kwargs or len(args) > 1:
+            raise Unsupported("set() arguments (the call raises eagerly)")
+        if not args:
+            return ConstVar(frozenset()) if frozen else make(frame, [])
+        s = from_iterable(frame, args[0], frozen)
+        if frozen and s.real is not None and all(isinstance(i, ConstVar) for i in s.items.values()):
+            return ConstVar(frozenset(s.real))
+        return s
+    return impl
+
+
+BUILTINS[set] = _set_of(False)
+BUILTINS[frozenset] = _set_of(True)
 
 
 @rule(tuple)

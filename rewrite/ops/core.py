@@ -7,7 +7,8 @@ import types
 import torch
 
 from ..errors import PythonError, Unsupported, python_error
-from ..trace.values import (BoundVar, CellVar, ExceptionVar, InstanceVar, ConstVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar,
+from ..trace.values import (BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExceptionVar, FunctionVar, InstanceVar,
+                            IteratorVar, ListVar, MethodVar, SetVar,
                             ObjectVar, ScalarVar, TensorVar, TupleVar, Var)
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
@@ -51,6 +52,8 @@ def foldable(v: Var) -> bool:
         return all(foldable(i) for i in v.items.values())
     if isinstance(v, ExceptionVar):
         return all(foldable(i) for i in v.args)
+    if isinstance(v, SetVar):
+        return all(k[0] == "value" for k in v.items)
     if isinstance(v, ObjectVar):
         return isinstance(v.value, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType))
     return False
@@ -86,6 +89,8 @@ def describe(v: Var) -> str:
         return f"method {v.name} of {describe(v.self_var)}"
     if isinstance(v, (InstanceVar, ExceptionVar)):
         return f"object of type {v.cls.__qualname__}"
+    if isinstance(v, SetVar):
+        return "a frozenset" if v.frozen else "a set"
     if isinstance(v, BoundVar):
         return f"method {v.func.__qualname__}"
     return {TupleVar: "a tuple", ListVar: "a list", DictVar: "a dict", IteratorVar: "an iterator",
@@ -129,7 +134,7 @@ def is_same(a: Var, b: Var, frame=None) -> bool:
 def truthy(frame, v: Var) -> bool:
     if isinstance(v, ConstVar):
         return bool(v.value)
-    if isinstance(v, (TupleVar, ListVar, DictVar)):
+    if isinstance(v, (TupleVar, ListVar, DictVar, SetVar)):
         return len(v.items) > 0
     if isinstance(v, DictViewVar):
         return len(v.dict_var.items) > 0
@@ -171,6 +176,9 @@ def unpack(frame, v: Var) -> list[Var]:
         return items
     if isinstance(v, DictViewVar):
         return v.current()
+    if isinstance(v, SetVar):
+        from .sets import members
+        return members(v)
     if isinstance(v, ConstVar) and isinstance(v.value, (range, str, bytes, tuple, frozenset)):
         return [const(x) for x in v.value]
     if isinstance(v, TensorVar):
@@ -219,6 +227,9 @@ def iterate(frame, v: Var) -> IteratorVar:
 
 
 def contains(frame, container: Var, item: Var) -> bool:
+    if isinstance(container, SetVar):
+        from .sets import member_key
+        return member_key(item) in container.items
     if isinstance(container, DictVar) or isinstance(container, DictViewVar) and container.kind == "keys":
         d = container if isinstance(container, DictVar) else container.dict_var
         return key_of(item) in d.items

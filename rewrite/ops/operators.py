@@ -27,6 +27,10 @@ OPERATOR_FUNCTIONS = {fn: sym for sym, fn in BINARY.items()}
 
 def binary(frame, sym: str, a: Var, b: Var) -> Var:
     fn = BINARY[sym]
+    from .sets import binary as set_binary
+    result = set_binary(frame, fn, a, b)
+    if result is not None:
+        return result
     from .instances import binary as user_binary
     user = user_binary(frame, fn, a, b)
     if user is not None:

@@ -203,7 +203,7 @@ class Tracer:
                 return None
             self.depth += 1
             try:
-                frame.run()
+                it.result = frame.run()
             except Yielded as y:
                 frame.push(ConstVar(None))  # what next() sends in
                 return y.value
@@ -211,7 +211,8 @@ class Tracer:
                 self.depth -= 1
             state["done"] = True  # returned: StopIteration
             return None
-        return IteratorVar(step=step)
+        it = IteratorVar(step=step)
+        return it
 
 
 def _global_source_for(globals_: dict, root_globals: dict, fn_source: Source | None):

@@ -7,6 +7,7 @@ tables in `rewrite/ops`, keyed by the underlying Python object or its type.
 * ScalarVar   -- a Python number computed in the graph (`.item()` with config.capture_scalar_outputs)
 * ConstVar    -- an immutable Python value known at trace time (int, str, dtype, range, slice, ...)
 * TupleVar / ListVar / DictVar -- containers of Vars (ListVar/DictVar created while tracing are mutable)
+* SetVar      -- a set or frozenset made while tracing
 * IteratorVar -- an iterator over a materialized list of Vars
 * ObjectVar   -- any other real Python object, used by identity (functions, modules, classes, instances)
 * FunctionVar -- a function created while tracing (MAKE_FUNCTION), inlined when called
@@ -151,6 +152,25 @@ class DictVar(Var):
         return f"DictVar({self.items!r})"
 
 
+class SetVar(Var):
+    """A set (or frozenset) made while tracing; see rewrite/ops/sets.py. `items` maps each
+    member's key to its Var; `real` mirrors a set of constants, for eager's iteration order."""
+    __slots__ = ("items", "real", "frozen")
+
+    def __init__(self, frozen: bool = False, source=None):
+        super().__init__(source)
+        self.items: dict = {}
+        self.real: set | None = set()
+        self.frozen = frozen
+
+    def python_value(self):
+        values = [v.python_value() for v in self.items.values()]
+        return frozenset(values) if self.frozen else set(values)
+
+    def __repr__(self):
+        return f"SetVar({list(self.items.values())!r})"
+
+
 class IteratorVar(Var):
     """An iterator: `next()` returns the next Var, or None when exhausted.
 
@@ -159,7 +179,7 @@ class IteratorVar(Var):
     (generators, enumerate, zip, map, filter), so they interleave with their consumer as
     they do in Python.
     """
-    __slots__ = ("items", "pos", "on_next", "step", "over")
+    __slots__ = ("items", "pos", "on_next", "step", "over", "result")
 
     def __init__(self, items=(), live: bool = False, on_next=None, step=None, over=None):
         super().__init__(None)
@@ -168,6 +188,7 @@ class IteratorVar(Var):
         self.pos = 0
         self.on_next = on_next  # a check run before each step (dicts: size unchanged)
         self.step = step  # () -> Var | None, for lazy iterators
+        self.result = None  # a generator's return value, once it has returned
 
     def next(self):
         if self.step is not None:

@@ -1,6 +1,7 @@
 """Building and unpacking tuples, lists, dicts, slices and strings."""
 from ... import ops
-from ...errors import Unsupported
+from ...ops import sets
+from ...errors import Unsupported, python_error
 from ..interpreter import handler
 from ..values import ConstVar, DictVar, ListVar, TupleVar
 
@@ -58,6 +59,25 @@ def _building(frame, depth):
     return target
 
 
+@handler("BUILD_SET")
+def build_set(frame, inst):
+    frame.push(sets.make(frame, frame.popn(inst.arg)))
+
+
+@handler("SET_ADD")
+def set_add(frame, inst):
+    v = frame.pop()
+    sets.add(frame.stack[-inst.arg], v)
+
+
+@handler("SET_UPDATE")
+def set_update(frame, inst):
+    v = frame.pop()
+    target = frame.stack[-inst.arg]
+    for item in ops.unpack(frame, v):
+        sets.add(target, item)
+
+
 @handler("LIST_APPEND")
 def list_append(frame, inst):
     v = frame.pop()
@@ -97,7 +117,7 @@ def dict_update(frame, inst):
 def unpack_sequence(frame, inst):
     items = ops.unpack(frame, frame.pop())
     if len(items) != inst.arg:
-        raise Unsupported(f"cannot unpack {len(items)} values into {inst.arg} (the call raises eagerly)")
+        raise python_error(ValueError, f"cannot unpack {len(items)} values into {inst.arg}")
     frame.stack.extend(reversed(items))
 
 
@@ -106,7 +126,7 @@ def unpack_ex(frame, inst):
     before, after = inst.arg & 0xFF, inst.arg >> 8
     items = ops.unpack(frame, frame.pop())
     if len(items) < before + after:
-        raise Unsupported("not enough values to unpack (the call raises eagerly)")
+        raise python_error(ValueError, "not enough values to unpack")
     middle = ListVar(items[before:len(items) - after])
     out = items[:before] + [middle] + items[len(items) - after:]
     frame.stack.extend(reversed(out))

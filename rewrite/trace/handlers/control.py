@@ -62,6 +62,26 @@ def for_iter(frame, inst):
         frame.push(item)
 
 
+@handler("GET_YIELD_FROM_ITER")
+def get_yield_from_iter(frame, inst):
+    frame.push(ops.iterate(frame, frame.pop()))
+
+
+@handler("SEND")
+def send(frame, inst):
+    """One step of `yield from`: the sub-iterator's next item, or (exhausted) its return value."""
+    sent = frame.pop()
+    if not (isinstance(sent, ConstVar) and sent.value is None):
+        raise Unsupported("generator.send() of a value into `yield from`")
+    item = frame.stack[-1].next()
+    if item is None:
+        it = frame.pop()
+        frame.push(it.result if it.result is not None else ConstVar(None))
+        frame.jump(inst.argval)
+    else:
+        frame.push(item)
+
+
 @handler("RETURN_VALUE")
 def return_value(frame, inst):
     raise Return(frame.pop())

@@ -1,0 +1,228 @@
+"""Sets made while tracing: displays (`{a, b}`), comprehensions, `set(...)`, their methods
+and operators.
+
+A SetVar keeps its members as Vars keyed as Python would hash them: a constant by its
+value, a tensor or any other object by identity (their `__hash__` is `id`). While every
+member is a constant, a real set is kept in step with every change, so iterating gives
+exactly eager's order; with identity members the order is insertion order (eager's
+depends on addresses, which no program can rely on).
+"""
+from __future__ import annotations
+
+import operator
+
+from ..errors import Unsupported, python_error
+from ..trace.values import ConstVar, InstanceVar, ObjectVar, SetVar, TensorVar, Var, note_mutation
+from .core import const, describe, unpack
+
+def member_key(v: Var):
+    """The key a set member is found by: ("value", the real value) for values eager holds
+    too (constants, functions, objects that came in), ("id", ...) for the trace's own
+    objects (tensors, objects made while tracing), whose hash is their identity."""
+    from .core import foldable
+    if isinstance(v, TensorVar):
+        return ("id", id(v.value))
+    if isinstance(v, InstanceVar):
+        from .instances import class_attr
+        h = class_attr(v.cls, "__hash__")
+        if h is None:
+            raise python_error(TypeError, f"unhashable type: {v.cls.__name__!r}")
+        if h is not object.__hash__:
+            raise Unsupported(f"set member {describe(v)} with its own __hash__")
+        return ("id", id(v))
+    if foldable(v) or isinstance(v, ObjectVar) and type(v.value).__hash__ is object.__hash__:
+        value = v.python_value()
+        try:
+            hash(value)
+        except TypeError as e:
+            raise python_error(TypeError, str(e)) from None
+        return ("value", value)
+    raise Unsupported(f"set member {describe(v)}")
+
+
+def make(frame, items, frozen: bool = False) -> SetVar:
+    s = SetVar(frozen=frozen)
+    for item in items:
+        add(s, item)
+    return s
+
+
+def add(s: SetVar, item: Var) -> None:
+    key = member_key(item)
+    if key not in s.items:
+        s.items[key] = item
+    if s.real is not None:
+        if key[0] == "value":
+            s.real.add(key[1])
+        else:
+            s.real = None  # identity members: insertion order from here on
+
+
+def discard(s: SetVar, key) -> bool:
+    if key not in s.items:
+        return False
+    del s.items[key]
+    if s.real is not None:
+        s.real.discard(key[1])
+    return True
+
+
+def members(s: SetVar) -> list[Var]:
+    """The members in the order iterating over the set yields them."""
+    if s.real is not None and all(k[0] == "value" for k in s.items):
+        return [s.items[("value", v)] for v in s.real]
+    return list(s.items.values())
+
+
+def _changing(frame, s: SetVar) -> None:
+    if s.frozen or s.source is not None:
+        raise Unsupported(f"changing {describe(s)} that came from outside" if s.source else "changing a frozenset")
+    note_mutation()
+
+
+def _other_keys(frame, other: Var) -> dict:
+    if isinstance(other, SetVar):
+        return dict(other.items)
+    return {member_key(v): v for v in unpack(frame, other)}
+
+
+def method(frame, s: SetVar, name: str, args: list[Var], kwargs) -> Var:
+    if kwargs:
+        raise Unsupported(f"set.{name} with keyword arguments")
+    if name == "add":
+        _changing(frame, s)
+        add(s, args[0])
+    elif name in ("discard", "remove"):
+        _changing(frame, s)
+        if not discard(s, member_key(args[0])) and name == "remove":
+            raise python_error(KeyError, args[0].python_value() if isinstance(args[0], ConstVar) else None)
+    elif name == "pop":
+        _changing(frame, s)
+        if not s.items:
+            raise python_error(KeyError, "pop from an empty set")
+        item = members(s)[0]
+        discard(s, member_key(item))
+        return item
+    elif name == "clear":
+        _changing(frame, s)
+        s.items.clear()
+        s.real = set()
+    elif name == "update":
+        _changing(frame, s)
+        for other in args:
+            for item in (members(other) if isinstance(other, SetVar) else unpack(frame, other)):
+                add(s, item)
+    elif name == "copy":
+        return _copy(s, s.frozen)
+    elif name in SET_OPERATIONS:
+        others = [a if isinstance(a, SetVar) else make(frame, unpack(frame, a)) for a in args]
+        exact = _real_op(name, [s, *others], s.frozen)
+        if exact is not None:
+            return exact
+        result = _copy(s, s.frozen)
+        for other in others:
+            result = SET_OPERATIONS[name](frame, result, dict(other.items))
+        return result
+    elif name in ("issubset", "issuperset", "isdisjoint"):
+        mine, theirs = set(s.items), set(_other_keys(frame, args[0]))
+        return ConstVar({"issubset": mine <= theirs, "issuperset": mine >= theirs,
+                         "isdisjoint": not (mine & theirs)}[name])
+    else:
+        raise Unsupported(f"set.{name}")
+    return ConstVar(None)
+
+
+def _copy(s: SetVar, frozen: bool) -> SetVar:
+    out = SetVar(frozen=frozen)
+    out.items = dict(s.items)
+    out.real = s.real.copy() if s.real is not None else None
+    return out
+
+
+def _real_op(name: str, sets: list[SetVar], frozen: bool) -> SetVar | None:
+    """The operation on the real sets when every member is a constant: eager's exact result
+    (CPython's set algorithms decide the order; the members keep their Vars)."""
+    if any(s.real is None for s in sets):
+        return None
+    real = getattr(sets[0].real, name)(*(s.real for s in sets[1:]))
+    out = SetVar(frozen=frozen)
+    out.real = real if isinstance(real, set) else set(real)
+    for v in real:
+        key = ("value", v)
+        out.items[key] = next(s.items[key] for s in sets if key in s.items)
+    return out
+
+
+def from_iterable(frame, v: Var, frozen: bool) -> SetVar:
+    """set(v) / frozenset(v): a copy of a set keeps eager's order."""
+    if isinstance(v, SetVar):
+        out = _copy(v, frozen)
+        if out.real is not None:
+            out.real = set(v.real)
+        return out
+    return make(frame, unpack(frame, v), frozen=frozen)
+
+
+def _union(frame, s: SetVar, other: dict) -> SetVar:
+    for v in other.values():
+        add(s, v)
+    return s
+
+
+def _keep(frame, s: SetVar, keep) -> SetVar:
+    for key in [k for k in s.items if not keep(k)]:
+        discard(s, key)
+    return s
+
+
+def _symmetric(frame, s: SetVar, other: dict) -> SetVar:
+    common = [k for k in other if k in s.items]
+    for k, v in other.items():
+        if k not in s.items:
+            add(s, v)
+    for k in common:
+        discard(s, k)
+    return s
+
+
+SET_OPERATIONS = {
+    "union": _union,
+    "intersection": lambda frame, s, other: _keep(frame, s, lambda k: k in other),
+    "difference": lambda frame, s, other: _keep(frame, s, lambda k: k not in other),
+    "symmetric_difference": _symmetric,
+}
+OPERATORS = {operator.or_: "union", operator.and_: "intersection", operator.sub: "difference",
+             operator.xor: "symmetric_difference", operator.ior: "union", operator.iand: "intersection",
+             operator.isub: "difference", operator.ixor: "symmetric_difference"}
+COMPARISONS = {operator.eq: operator.eq, operator.ne: operator.ne, operator.le: operator.le,
+               operator.lt: operator.lt, operator.ge: operator.ge, operator.gt: operator.gt}
+
+
+def binary(frame, fn, a: Var, b: Var) -> Var | None:
+    if not (isinstance(a, SetVar) and isinstance(b, SetVar)):
+        if isinstance(a, SetVar) and isinstance(b, ConstVar) and isinstance(b.value, (set, frozenset)):
+            b = make(frame, [const(v) for v in b.value])
+        elif isinstance(b, SetVar) and isinstance(a, ConstVar) and isinstance(a.value, (set, frozenset)):
+            a = make(frame, [const(v) for v in a.value], frozen=True)
+        else:
+            return None
+    if fn in COMPARISONS:
+        return ConstVar(COMPARISONS[fn](set(a.items), set(b.items)))
+    if fn not in OPERATORS:
+        return None
+    name = OPERATORS[fn]
+    if fn.__name__.startswith("i") and not a.frozen:
+        _changing(frame, a)
+        if a.real is not None and b.real is not None:
+            getattr(a.real, f"{name}_update" if name != "union" else "update")(b.real)
+            for key in [k for k in a.items if k[1] not in a.real]:
+                del a.items[key]
+            for key, v in b.items.items():
+                if key[1] in a.real and key not in a.items:
+                    a.items[key] = v
+            return a
+        return SET_OPERATIONS[name](frame, a, dict(b.items))
+    exact = _real_op(name, [a, b], a.frozen)
+    if exact is not None:
+        return exact
+    return SET_OPERATIONS[name](frame, _copy(a, a.frozen), dict(b.items))
