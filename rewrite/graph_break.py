@@ -39,7 +39,7 @@ from .bytecode.compat import BINARY_OPS
 from .bytecode.resume import at_user_line, resume_code
 from .errors import Unsupported
 from .guards.source import GLOBALS, param_name
-from .trace.values import NULL, ConstVar, ContextExitVar, IteratorVar, TupleVar, mutations
+from .trace.values import NULL, ConstVar, ContextExitVar, GradModeVar, IteratorVar, TupleVar, mutations
 
 JUMPS = {"POP_JUMP_FORWARD_IF_TRUE": True, "POP_JUMP_BACKWARD_IF_TRUE": True,
          "POP_JUMP_FORWARD_IF_FALSE": False, "POP_JUMP_BACKWARD_IF_FALSE": False}
@@ -109,6 +109,8 @@ def plan(tracer, error: Unsupported):
         return None
     if cp.ip + 1 >= len(root.instructions) or cp.mutations != mutations():
         return None  # a list or dict changed after the checkpoint: resuming would repeat that
+    if any(isinstance(v, ContextExitVar) and not isinstance(v.ctx, GradModeVar) for v in cp.stack):
+        return None  # inside autocast or inference_mode: the eager step would run outside it
     base = _grad_mode_outside(cp)
     if base is None:
         return None

@@ -34,7 +34,6 @@ def test_no_grad_then_grad_result_backward():
     check(f, xg, backward=True)
 
 
-@todo("torch.utils._contextlib.clone returned no_grad, which the graph cannot hold")
 def test_no_grad_as_decorator_on_helper():
     @torch.no_grad()
     def helper(t):
@@ -96,7 +95,6 @@ def test_is_grad_enabled_branch():
         check(f, xg)
 
 
-@todo("with torch.autograd.grad_mode.inference_mode(...) (context managers are traced in a later version)")
 def test_inference_mode_block():
     def f(x):
         with torch.inference_mode():
@@ -113,7 +111,6 @@ def test_no_grad_grad_mode_read_inside():
     check(f, xg)
 
 
-@todo("with block over object of type test_user_context_manager_class.<locals>.Tracker")
 def test_user_context_manager_class():
     class Tracker:
         def __init__(self):
@@ -134,7 +131,6 @@ def test_user_context_manager_class():
     check(f, lambda s: (rand(s, 3), Tracker()))
 
 
-@todo("with contextlib.nullcontext(...) (context managers are traced in a later version)")
 def test_contextlib_nullcontext():
     def f(x):
         with contextlib.nullcontext():
@@ -142,7 +138,6 @@ def test_contextlib_nullcontext():
     check(f, x1)
 
 
-@todo("with contextlib._GeneratorContextManager(...) (context managers are traced in a later version)")
 def test_contextmanager_generator():
     @contextlib.contextmanager
     def scaled():
@@ -444,7 +439,6 @@ def test_nullcontext_block_fullgraph_off():
     check(f, x1, fullgraph=False)
 
 
-@todo("with torch.amp.autocast_mode.autocast(...) (context managers are traced in a later version)")
 def test_autocast_cpu_block():
     def f(x):
         with torch.autocast("cpu"):

@@ -3,6 +3,7 @@ context managers), stores and operators run eagerly, closures, loops over lists,
 captured scalars -- each compared with eager."""
 import contextlib
 import logging
+import threading
 import traceback
 import warnings
 
@@ -15,6 +16,9 @@ from rewrite import dispatcher_of, jit
 from conftest import CompileCounter, assert_same, eager_copy
 
 COUNTER = 0
+
+
+LOCK = threading.Lock()
 
 
 def both(f, *make_args, backend=None, fullgraph=False):
@@ -213,7 +217,7 @@ def test_user_context_manager_enters_and_exits_in_order():
         a, b = [], []
         assert_same(f(torch.ones(2), a), eager(torch.ones(2), b))
         assert a == b == ["enter", "exit"]
-    assert any("with" in b or "context" in b or "contextmanager" in b for b in breaks(f))
+    assert not breaks(f)  # the generator's __enter__/__exit__ are traced
 
 
 def test_context_manager_that_swallows_an_exception():
@@ -233,7 +237,7 @@ def test_context_manager_that_swallows_an_exception():
 
 def test_with_over_an_unknown_context_manager_raises_under_fullgraph():
     def f(x):
-        with contextlib.nullcontext():  # a with block over an object the tracer does not enter
+        with LOCK:  # a with block over a C object the tracer does not enter
             return x + 1
 
     jit(f, fullgraph=True)

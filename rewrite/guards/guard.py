@@ -380,3 +380,26 @@ class GradModeMatch(Guard):
 def _short(obj) -> str:
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
     return f"{type(obj).__name__} {name}" if name else f"{type(obj).__name__} at {id(obj):#x}"
+
+
+@dataclass(frozen=True)
+class StateMatch(Guard):
+    """A global torch mode as it was while tracing, read by `fn(*args)` (autocast, inference mode)."""
+    fn: object
+    args: tuple
+    value: object
+    source: Source = None
+    priority = 6
+
+    def __post_init__(self):
+        call = f"torch.{self.fn.__name__}({', '.join(map(repr, self.args))})"
+        object.__setattr__(self, "source", _StateSource(call))
+
+    def checks(self, c):
+        return [f"{c.ref(self.fn)}({', '.join(c.ref(a) for a in self.args)}) == {c.ref(self.value)}"]
+
+    def read(self, globals_, scope):
+        return self.fn(*self.args)
+
+    def failure(self, now):
+        return None if now == self.value else f"{self.source.expr()} is {now} (traced with {self.value})"

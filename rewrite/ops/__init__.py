@@ -17,20 +17,23 @@ from ..guards.source import AttrSource
 from ..trace.values import (BoundVar, ConstVar, ContextExitVar, DictVar, ExceptionVar, FunctionVar, GradModeVar, InstanceVar,
                             ListVar, MethodVar, ObjectVar, SetVar, SuperVar, TensorVar, TupleVar, Var)
 from .builtins import BUILTINS, PURE, call_builtin
-from . import instances
+from . import contexts, instances
 from .core import (const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate, key_of, make_slice,
                    python_value, setitem, truthy, unpack)
 from .objects import dict_method, getattr_object, list_method, setattr_object, tuple_field, tuple_method
 from .operators import OPERATOR_FUNCTIONS, UNARY, binary, unary
 from .tensors import call_method, call_torch, getattr_tensor, is_torch_callable
 
-__all__ = ["getattr_", "setattr_", "call", "enter_context", "binary", "unary", "const", "contains", "delitem", "describe", "fold", "getitem",
+__all__ = ["getattr_", "setattr_", "call", "binary", "unary", "const", "contains", "delitem", "describe", "fold", "getitem",
            "is_same", "iterate", "key_of", "make_slice", "python_value", "setitem", "truthy", "unpack"]
 
 _UNARY_FUNCTIONS = {fn: sym for sym, fn in UNARY.items()}
 
 
 def getattr_(frame, obj: Var, name: str) -> Var:
+    if name == "__class__" and isinstance(obj, (GradModeVar, SetVar, ExceptionVar)):
+        from .builtins import python_type
+        return ObjectVar(python_type(obj))
     if isinstance(obj, TensorVar):
         return getattr_tensor(frame, obj, name)
     if isinstance(obj, ObjectVar):
@@ -76,8 +79,8 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return instances.call_bound(frame, fn, args, kwargs)
     if isinstance(fn, InstanceVar):
         return _call_object(frame, fn, args, kwargs)
-    if isinstance(fn, ContextExitVar):  # leaving a traced `with` block (never with an exception)
-        exit_context(frame, fn.ctx)
+    if isinstance(fn, ContextExitVar):  # leaving a traced `with` block
+        contexts.leave(frame, fn.ctx)
         return const(None)
     if isinstance(fn, ConstVar) and callable(fn.value):  # a bound method of an immutable value
         return _call_python(frame, fn.value, args, kwargs)
@@ -187,41 +190,12 @@ def _call_python(frame, fn, args, kwargs) -> Var:
     return call_builtin(frame, fn, args, kwargs)
 
 
-def _set_grad_enabled(frame, args, kwargs) -> GradModeVar:
-    mode = (args or list(kwargs.values()) or [None])[0]
-    if len(args) + len(kwargs) != 1 or not isinstance(mode, ConstVar) or not isinstance(mode.value, bool):
-        raise Unsupported(f"torch.set_grad_enabled({', '.join(map(describe, args))}) (a bool constant is traced)")
-    ctx = GradModeVar(mode.value, prev=frame.tracer.read_grad_mode())
-    frame.tracer.set_grad(mode.value)  # it switches when made, not only when entered
-    return ctx
-
-
-GRAD_CONTEXTS = {torch.no_grad: lambda frame, args, kwargs: GradModeVar(False),
-                 torch.enable_grad: lambda frame, args, kwargs: GradModeVar(True),
-                 torch.set_grad_enabled: _set_grad_enabled}
-
-
-def enter_context(frame, ctx: Var) -> Var:
-    """BEFORE_WITH: enter a context manager the tracer understands; returns what `as` binds."""
-    if not isinstance(ctx, GradModeVar):
-        raise Unsupported(f"with block over {describe(ctx)}")
-    ctx.entered_from = frame.tracer.read_grad_mode()
-    if ctx.prev is None:
-        ctx.prev = ctx.entered_from
-    frame.tracer.set_grad(ctx.mode)
-    return const(None)
-
-
-def exit_context(frame, ctx: GradModeVar) -> None:
-    frame.tracer.set_grad(ctx.prev)
-
-
 def _construct(frame, cls_var: ObjectVar, args, kwargs) -> Var:
     cls = cls_var.value
     if cls is super:
         return instances.make_super(frame, args)
-    if cls in GRAD_CONTEXTS and not (cls is not torch.set_grad_enabled and (args or kwargs)):
-        return GRAD_CONTEXTS[cls](frame, args, kwargs)
+    if cls in contexts.CONSTRUCTORS:
+        return contexts.CONSTRUCTORS[cls](frame, args, kwargs)
     if cls in BUILTINS:
         return BUILTINS[cls](frame, args, kwargs)
     if cls in PURE or cls in (torch.Size, torch.device) or cls.__module__ == "math":
@@ -232,9 +206,6 @@ def _construct(frame, cls_var: ObjectVar, args, kwargs) -> Var:
                 or isinstance(instances.class_attr(cls, "__new__"), types.FunctionType):
             raise Unsupported(f"constructing {cls.__name__} (its __init__ is Python code)")
         return ExceptionVar(cls, args)
-    if hasattr(cls, "__enter__"):
-        raise Unsupported(f"with {cls.__module__}.{cls.__qualname__}(...) (context managers are traced in a later "
-                          "version)")
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):  # a namedtuple made while tracing
         fields = cls._fields
         values = dict(zip(fields, args))

@@ -12,7 +12,8 @@ import torch
 from ..errors import Unsupported, python_error
 from ..guards.guard import HasAttrMatch
 from ..guards.source import AttrSource
-from ..trace.values import (BoundVar, ConstVar, ExceptionVar, InstanceVar, SetVar, SuperVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar,
+from ..trace.values import (BoundVar, ConstVar, ExceptionVar, GradModeVar, InstanceVar, RecordedContextVar, SetVar,
+                            SuperVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar,
                             TensorVar, TupleVar, Var)
 from .core import DATA_DEPENDENT_HINT, const, describe, fold, foldable, key_of, python_value, unpack
 
@@ -48,6 +49,10 @@ def python_type(v: Var) -> type:
         return v.cls
     if isinstance(v, SetVar):
         return frozenset if v.frozen else set
+    if isinstance(v, GradModeVar):
+        return torch.set_grad_enabled if v.made_by_set else torch.enable_grad if v.mode else torch.no_grad
+    if isinstance(v, RecordedContextVar):
+        return torch.inference_mode if v.kind == "inference_mode" else torch.autocast
     return {BoundVar: types.MethodType, SuperVar: super, ListVar: list, DictVar: dict, IteratorVar: type(iter([])), MethodVar: types.MethodType}.get(type(v), object)
 
 

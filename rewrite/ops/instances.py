@@ -53,8 +53,10 @@ def why_not_constructible(cls: type) -> str | None:
     for base in cls.__mro__[:-1]:
         if not _heap_type(base):
             return f"it derives from {base.__qualname__}"
-        if "__slots__" in base.__dict__:
+        if base.__dict__.get("__slots__", ()):
             return "it has __slots__"
+    if not cls.__dictoffset__:
+        return "its objects have no __dict__"
     for name, default in (("__new__", object.__new__), ("__getattribute__", object.__getattribute__)):
         if getattr(cls, name) is not default:
             return f"it defines {name}"

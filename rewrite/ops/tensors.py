@@ -35,7 +35,7 @@ FORBIDDEN_ATTRS = {
 META_METHODS = {
     "size": True, "dim": False, "ndimension": False, "numel": True, "nelement": True, "stride": True,
     "is_contiguous": True, "is_floating_point": False, "is_complex": False, "element_size": False,
-    "get_device": False, "is_signed": False, "__len__": True,
+    "get_device": False, "is_signed": False, "__len__": True, "is_inference": False,
 }
 DATA_METHODS = {  # read a tensor's values into Python
     "item", "tolist", "numpy", "storage_offset", "__bool__", "__int__", "__float__", "__index__", "__complex__", "data_ptr",
@@ -72,6 +72,8 @@ FORBIDDEN_FUNCTIONS = {
 META_FUNCTIONS = {"is_tensor", "numel", "is_floating_point", "is_complex", "is_storage", "typename"}
 # torch functions that read global state the guards already cover
 GLOBAL_STATE = {torch.is_grad_enabled, torch._C.is_grad_enabled}
+# torch functions that read a mode a traced `with` block may switch: (the recorded context kind)
+MODE_STATE = {torch.is_autocast_enabled: "autocast", torch.is_inference_mode_enabled: "inference_mode"}
 
 
 def is_torch_callable(fn) -> bool:
@@ -144,11 +146,25 @@ def call_torch(frame, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return call_method(frame, name, list(args), kwargs)
     if fn in GLOBAL_STATE:
         return ConstVar(frame.tracer.read_grad_mode())
+    if fn in MODE_STATE:
+        return _read_mode(frame, fn, MODE_STATE[fn], args, kwargs)
     if name in FORBIDDEN_FUNCTIONS:
         raise Unsupported(f"call to torch.{name} (global side effect)")
     if name in META_FUNCTIONS:
         return const(fold(fn, *[_fold(a) for a in args], **{k: _fold(v) for k, v in kwargs.items()}))
     return _record(frame, "call_function", fn, args, kwargs, name)
+
+
+def _read_mode(frame, fn, kind: str, args, kwargs) -> Var:
+    """The mode now: set by a traced block, or as the caller had it (then guarded)."""
+    from ..guards.guard import StateMatch
+    if kwargs:
+        raise Unsupported(f"torch.{fn.__name__} with keyword arguments")
+    real_args = tuple(_fold(a) for a in args)
+    value = fold(fn, *real_args)
+    if not any(ctx.kind == kind for ctx in frame.tracer.open_contexts):
+        frame.tracer.guards.add(StateMatch(fn, real_args, value))
+    return ConstVar(value)
 
 
 def call_function(frame, fn, args, kwargs) -> Var:

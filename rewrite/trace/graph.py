@@ -100,6 +100,12 @@ class GraphBuilder:
         node = self.graph.call_function(torch._C._set_grad_enabled, (enabled,))
         self._created.append(node)
 
+    def record_effect(self, fn, args: tuple):
+        """Record a call made for its effect on global state (entering autocast, say); not an op."""
+        node = self.graph.call_function(fn, tuple(args))
+        self._created.append(node)
+        return node
+
     def wrap_result(self, node, result) -> Var:
         """A Var for an op's result: tensors become TensorVars, sequences of them TupleVars."""
         if isinstance(result, torch.Tensor):

@@ -109,6 +109,7 @@ class Tracer:
         self.log_trace = logs.enabled("trace")
         self.grad_at_start = self.grad_enabled = torch.is_grad_enabled()
         self.exc_info: Var = ConstVar(None)  # the exception being handled (sys.exception())
+        self.open_contexts: list = []  # recorded contexts (autocast, ...) entered for real, innermost last
         self.ops_in_try = False  # graph ops an `except` covers: the entry runs eagerly if the graph raises
         from .side_effects import SideEffects
         self.side_effects = SideEffects(self)
@@ -126,7 +127,10 @@ class Tracer:
     def run(self) -> Var:
         try:
             return self.root.run()
-        finally:  # the ops ran for real under the traced grad mode: leave it as the caller had it
+        finally:  # the ops ran for real under the traced modes: leave them as the caller had them
+            from ..ops.contexts import close
+            while self.open_contexts:
+                close(self, self.open_contexts[-1])
             torch._C._set_grad_enabled(self.grad_at_start)
 
     def set_grad(self, enabled: bool) -> None:

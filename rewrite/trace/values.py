@@ -17,6 +17,7 @@ tables in `rewrite/ops`, keyed by the underlying Python object or its type.
 * ExceptionVar -- an exception raised (`raise`) or caught (`except E as e`) while tracing
 * BoundVar    -- a Python function bound to a Var (a method of an InstanceVar, a classmethod)
 * SuperVar    -- `super()` inside a method
+* RecordedContextVar -- `torch.inference_mode()`, `torch.autocast(...)`
 * GradModeVar -- `torch.no_grad()`, `enable_grad()`, `set_grad_enabled(b)`; ContextExitVar is
                  the `__exit__` a `with` block over one leaves on the stack
 
@@ -338,23 +339,39 @@ class SuperVar(Var):
 class GradModeVar(Var):
     """A grad-mode context manager made while tracing. `mode` is what entering sets; `prev`
     is what leaving restores (for set_grad_enabled: the mode when it was made)."""
-    __slots__ = ("mode", "prev", "entered_from")
+    __slots__ = ("entered_from", "made_by_set", "mode", "prev")
 
     def __init__(self, mode: bool, prev: bool | None = None):
         super().__init__(None)
         self.mode = mode
         self.prev = prev
+        self.made_by_set = prev is not None  # set_grad_enabled(b) knows what it restores when made
         self.entered_from = None  # the grad mode just before __enter__
 
     def __repr__(self):
         return f"GradModeVar({self.mode})"
 
 
+class RecordedContextVar(Var):
+    """`torch.inference_mode()`, `torch.autocast(...)`: entered for real while tracing, and
+    recorded in the graph as `enter_fn(*args)` ... `exit_fn(<what enter returned>)`."""
+    __slots__ = ("kind", "enter_fn", "exit_fn", "args", "handle", "node")
+
+    def __init__(self, kind: str, enter_fn, exit_fn, args: tuple):
+        super().__init__(None)
+        self.kind, self.enter_fn, self.exit_fn, self.args = kind, enter_fn, exit_fn, args
+        self.handle = None  # what the real enter returned, while the block is open
+        self.node = None  # the enter call in the graph
+
+    def __repr__(self):
+        return f"RecordedContextVar({self.kind})"
+
+
 class ContextExitVar(Var):
     """The bound `__exit__` of a traced context manager, as BEFORE_WITH leaves it on the stack."""
     __slots__ = ("ctx",)
 
-    def __init__(self, ctx: GradModeVar):
+    def __init__(self, ctx: Var):
         super().__init__(None)
         self.ctx = ctx
 

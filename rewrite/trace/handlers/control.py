@@ -2,7 +2,8 @@
 from ... import ops
 from ...errors import Unsupported
 from ..interpreter import Raised, Return, Yielded, handler
-from ..values import ConstVar, ContextExitVar, ExceptionVar, ObjectVar
+from ...ops import contexts
+from ..values import BoundVar, ConstVar, ContextExitVar, ExceptionVar, ObjectVar
 
 
 @handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")
@@ -145,13 +146,17 @@ def reraise(frame, inst):
 
 @handler("WITH_EXCEPT_START")
 def with_except_start(frame, inst):
-    """An exception leaves a `with` block: only traced (grad-mode) blocks get here; they
-    restore grad mode and let it go on."""
-    exit_fn = frame.stack[-4]
-    if not isinstance(exit_fn, ContextExitVar):
+    """An exception leaves a `with` block: the mode switched by a traced context is restored
+    (the exception goes on); a user context manager's `__exit__(type, exc, tb)` is inlined
+    (a true result swallows it)."""
+    exit_fn, exc = frame.stack[-4], frame.stack[-1]
+    if isinstance(exit_fn, ContextExitVar):
+        ops.call(frame, exit_fn, [], {})
+        frame.push(ConstVar(False))
+    elif isinstance(exit_fn, BoundVar) and isinstance(exc, ExceptionVar):
+        frame.push(ops.call(frame, exit_fn, [ObjectVar(exc.cls), exc, ConstVar(None)], {}))
+    else:
         raise Unsupported(f"an exception leaving a with block over {ops.describe(exit_fn)}")
-    ops.call(frame, exit_fn, [], {})
-    frame.push(ConstVar(False))
 
 
 @handler("LOAD_ASSERTION_ERROR")
@@ -161,7 +166,7 @@ def load_assertion_error(frame, inst):
 
 @handler("BEFORE_WITH")
 def before_with(frame, inst):
-    entered = ops.enter_context(frame, frame.stack[-1])  # Unsupported before the stack changes
-    ctx = frame.pop()
-    frame.push(ContextExitVar(ctx))
+    exit_fn, entered = contexts.enter(frame, frame.stack[-1])  # Unsupported before the stack changes
+    frame.pop()
+    frame.push(exit_fn)
     frame.push(entered)

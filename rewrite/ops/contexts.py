@@ -1,0 +1,104 @@
+"""Context managers in `with` blocks: which the tracer enters itself, and how.
+
+    torch.no_grad(), enable_grad(), set_grad_enabled(b)
+                               GradModeVar: grad-mode switches in the graph (graph breaks
+                               inside re-enter them; see graph_break.py)
+    torch.inference_mode(b), torch.autocast(...), torch.amp.autocast(...)
+                               RecordedContextVar: entered for real while tracing (the ops
+                               traced inside see the mode) and recorded in the graph as the
+                               enter/exit calls torch provides for that, so the compiled
+                               code switches the mode where eager does
+    objects of user classes, contextlib.nullcontext, contextlib.suppress, @contextmanager
+                               their Python __enter__ and __exit__ are inlined
+
+BEFORE_WITH calls `enter(frame, ctx)`, which returns what goes on the stack for the block's
+end (the `__exit__` to call) and what `as` binds.
+"""
+from __future__ import annotations
+
+import torch
+from torch.amp import autocast_mode
+from torch.autograd import grad_mode
+
+from ..errors import Unsupported
+from ..trace.values import ConstVar, ContextExitVar, GradModeVar, RecordedContextVar, Var
+from .core import describe, fold, python_value
+
+
+def _set_grad_enabled(frame, args, kwargs) -> GradModeVar:
+    mode = (args or list(kwargs.values()) or [None])[0]
+    if len(args) + len(kwargs) != 1 or not isinstance(mode, ConstVar) or not isinstance(mode.value, bool):
+        raise Unsupported(f"torch.set_grad_enabled({', '.join(map(describe, args))}) (a bool constant is traced)")
+    ctx = GradModeVar(mode.value, prev=frame.tracer.read_grad_mode())
+    frame.tracer.set_grad(mode.value)  # it switches when made, not only when entered
+    return ctx
+
+
+def _no_args(make):
+    def construct(frame, args, kwargs):
+        if args or kwargs:
+            raise Unsupported("no_grad()/enable_grad() take no arguments (the call raises eagerly)")
+        return make()
+    return construct
+
+
+def _inference_mode(frame, args, kwargs) -> RecordedContextVar:
+    real = fold(torch.inference_mode, *(python_value(a, "inference_mode()") for a in args),
+                **{k: python_value(v, "inference_mode()") for k, v in kwargs.items()})
+    return RecordedContextVar("inference_mode", grad_mode._enter_inference_mode, grad_mode._exit_inference_mode,
+                              (real.mode,))
+
+
+def _autocast(frame, args, kwargs) -> RecordedContextVar:
+    real = fold(torch.autocast, *(python_value(a, "autocast()") for a in args),
+                **{k: python_value(v, "autocast()") for k, v in kwargs.items()})
+    return RecordedContextVar("autocast", autocast_mode._enter_autocast, autocast_mode._exit_autocast,
+                              (real.device, real.fast_dtype, real._enabled, real._cache_enabled))
+
+
+CONSTRUCTORS = {
+    torch.no_grad: _no_args(lambda: GradModeVar(False)),
+    torch.enable_grad: _no_args(lambda: GradModeVar(True)),
+    torch.set_grad_enabled: _set_grad_enabled,
+    torch.inference_mode: _inference_mode,
+    torch.autocast: _autocast,
+    torch.amp.autocast: _autocast,
+}
+
+
+def enter(frame, ctx: Var) -> tuple[Var, Var]:
+    """BEFORE_WITH: (the exit to call at the block's end, what `as` binds)."""
+    if isinstance(ctx, GradModeVar):
+        ctx.entered_from = frame.tracer.read_grad_mode()
+        if ctx.prev is None:
+            ctx.prev = ctx.entered_from
+        frame.tracer.set_grad(ctx.mode)
+        return ContextExitVar(ctx), ConstVar(None)
+    if isinstance(ctx, RecordedContextVar):
+        if ctx.handle is not None:
+            raise Unsupported(f"entering one {ctx.kind} object twice")
+        ctx.node = frame.tracer.graph.record_effect(ctx.enter_fn, ctx.args)
+        ctx.handle = ctx.enter_fn(*ctx.args)
+        frame.tracer.open_contexts.append(ctx)
+        return ContextExitVar(ctx), ConstVar(None)
+    from .instances import call_bound, dunder
+    enter_fn, exit_fn = dunder(frame, ctx, "__enter__"), dunder(frame, ctx, "__exit__")
+    if enter_fn is None or exit_fn is None:
+        raise Unsupported(f"with block over {describe(ctx)}")
+    return exit_fn, call_bound(frame, enter_fn, [], {})
+
+
+def leave(frame, ctx: Var) -> None:
+    """The end of a traced `with` block (normal or by an exception): restore the mode."""
+    if isinstance(ctx, GradModeVar):
+        frame.tracer.set_grad(ctx.prev)
+        return
+    close(frame.tracer, ctx)
+    frame.tracer.graph.record_effect(ctx.exit_fn, (ctx.node,))
+
+
+def close(tracer, ctx: RecordedContextVar) -> None:
+    """Leave a recorded context for real (also when tracing stops inside it)."""
+    if tracer.open_contexts and tracer.open_contexts[-1] is ctx:
+        tracer.open_contexts.pop()
+        ctx.exit_fn(ctx.handle)

@@ -1,0 +1,159 @@
+"""`with` blocks the tracer enters itself: inference_mode, autocast, user context managers,
+contextlib's, `@torch.no_grad()` as a decorator -- each one graph, against eager."""
+import contextlib
+
+import torch
+
+import rewrite
+from rewrite import dispatcher_of, jit
+
+from conftest import assert_same, eager_copy
+
+
+def one_graph(fn, *make_args):
+    eager = eager_copy(fn)
+    jit(fn, fullgraph=True)
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        args = [m() for m in make_args]
+        torch.manual_seed(seed)
+        expected = eager(*[m() for m in make_args])
+        yield fn(*args), expected
+    assert dispatcher_of(fn).compiles == 1
+
+
+def test_inference_mode_block():
+    def f(x):
+        with torch.inference_mode():
+            y = x * 2
+            inside = y.is_inference()  # a tensor made inside is an inference tensor
+        return y + 0, inside, torch.is_inference_mode_enabled()
+
+    for got, expected in one_graph(f, lambda: torch.randn(3, requires_grad=True)):
+        assert_same(got, expected)
+        assert got[0].is_inference() == expected[0].is_inference()
+
+
+def test_autocast_block_changes_dtypes_inside_only():
+    def f(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ w
+            z = y.relu()
+        return z, (z.float() @ w).dtype, torch.is_autocast_enabled("cpu")
+
+    for got, expected in one_graph(f, lambda: torch.randn(2, 4), lambda: torch.randn(4, 4)):
+        assert got[0].dtype == torch.bfloat16
+        assert_same(got, expected)
+    assert not torch.is_autocast_enabled("cpu")
+
+    def g(x):
+        return x.relu(), torch.is_autocast_enabled("cpu")  # read outside any traced block: guarded
+
+    eager = eager_copy(g)
+    jit(g)
+    x = torch.randn(2)
+    assert_same(g(x), eager(x))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert_same(g(x), eager(x))  # a new entry: the guard saw autocast on
+    assert len(dispatcher_of(g).entries) == 2
+
+
+class Tracker:
+    def __init__(self):
+        self.log = []
+
+    def __enter__(self):
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, typ, exc, tb):
+        self.log.append("exit" if typ is None else f"exit {typ.__name__}")
+        return typ is KeyError  # swallows KeyError only
+
+
+def test_user_context_manager_made_inside_and_passed_in():
+    def f(x, t):
+        with Tracker() as mine:
+            y = x + 1
+        with t:
+            y = y * 2
+        return y, mine.log
+
+    eager = eager_copy(f)
+    jit(f, fullgraph=True)
+    for _ in range(2):
+        a, b = Tracker(), Tracker()
+        x = torch.randn(3)
+        assert_same(f(x, a), eager(x, b))
+        assert a.log == b.log == ["enter", "exit"]
+
+
+def test_user_exit_swallows_or_lets_through():
+    def f(x, d):
+        with Tracker() as t:
+            y = x + d["k"]  # KeyError: swallowed
+        try:
+            with Tracker() as u:
+                y = x - 1
+                raise ValueError("no")  # goes through __exit__, then to the except
+        except ValueError:
+            y = y * 3
+        return y, t.log, u.log
+
+    for got, expected in one_graph(f, lambda: torch.randn(2), lambda: {}):
+        assert_same(got, expected)
+        assert got[1] == ["enter", "exit KeyError"] and got[2] == ["enter", "exit ValueError"]
+
+
+@contextlib.contextmanager
+def scaled(log, k):
+    log.append("in")
+    yield k * 2
+    log.append("out")
+
+
+def test_contextmanager_generator_and_contextlib_helpers():
+    def f(x):
+        log = []
+        with scaled(log, 3) as s:
+            y = x * s
+        with contextlib.nullcontext(y) as same:
+            z = same + 1
+        with contextlib.suppress(IndexError):
+            z = z + [1][5]
+        return z, log
+
+    for got, expected in one_graph(f, lambda: torch.randn(2)):
+        assert_same(got, expected)
+
+
+@torch.no_grad()
+def double_without_grad(x):
+    return x * 2
+
+
+def test_no_grad_decorator_on_a_helper():
+    def f(x):
+        y = double_without_grad(x)
+        return y, y.requires_grad, (x * 2).requires_grad, torch.is_grad_enabled()
+
+    for got, expected in one_graph(f, lambda: torch.randn(2, requires_grad=True)):
+        assert_same(got, expected)
+
+
+def test_a_break_inside_autocast_runs_the_call_eagerly():
+    def f(x, w):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ w
+            print("inside")  # the eager step would run outside autocast: no break here
+            z = y @ w
+        return z
+
+    eager = eager_copy(f)
+    jit(f)
+    x, w = torch.randn(2, 2), torch.randn(2, 2)
+    for _ in range(2):
+        assert_same(f(x, w), eager(x, w))
+    assert dispatcher_of(f).entries[0].reason is not None
+    assert not torch.is_autocast_enabled("cpu")
+    assert rewrite.explain(eager_copy(f))(x, w).graph_count == 0
