@@ -8,6 +8,7 @@
 """
 from __future__ import annotations
 
+import functools
 import time
 import types
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from .guards.guard import Consts
 from .guards.source import GLOBALS, param_name
 from .trace.graph import WritesInputs
 from .trace.interpreter import Tracer
-from .trace.values import (BoundVar, ConstVar, ExceptionVar, SetVar, DictVar, DictViewVar, InstanceVar, IteratorVar, ListVar, MethodVar,
+from .trace.values import (BoundVar, ConstVar, ExceptionVar, PartialVar, SetVar, DictVar, DictViewVar, InstanceVar, IteratorVar, ListVar, MethodVar,
                            ObjectVar, ScalarVar, TensorVar, TupleVar, Var)
 
 
@@ -133,6 +134,10 @@ def plan_outputs(cap: Capture) -> None:
                 inner = ", ".join(rebuild(i) for i in members(v))
                 return (f"frozenset({{{inner}}})" if inner else "frozenset()") if v.frozen else \
                     (f"{{{inner}}}" if inner else "set()")
+            if isinstance(v, PartialVar):
+                args = "".join(f"{rebuild(a)}, " for a in v.args)
+                kw = "".join(f"{k}={rebuild(a)}, " for k, a in v.kwargs.items())
+                return f"{cap.consts.ref(functools.partial)}({rebuild(v.func)}, {args}{kw})"
             if isinstance(v, ExceptionVar):
                 return f"{cap.consts.ref(v.cls)}({''.join(rebuild(a) + ', ' for a in v.args)})"
             if isinstance(v, BoundVar):

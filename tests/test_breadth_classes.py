@@ -207,7 +207,6 @@ def test_return_object_created_inside():
     check(f, t1)
 
 
-@todo("opcode LOAD_BUILD_CLASS is not supported")
 def test_local_class_defined_inside_function():
     def f(x):
         class Local:
@@ -330,7 +329,6 @@ def test_typing_namedtuple_field_read():
     check(f, lambda s: (Out(rand(s, 3), 2),))
 
 
-@todo("global '_sys' of a function the tracer cannot locate")
 def test_namedtuple_type_created_inside_function():
     def f(x):
         P = collections.namedtuple("P", "a b")
@@ -339,7 +337,6 @@ def test_namedtuple_type_created_inside_function():
     check(f, t1)
 
 
-@todo("global '_sys' of a function the tracer cannot locate")
 def test_namedtuple_created_inside_and_returned():
     # each call makes a new class: compare what eager's class looks like, not its identity
     def f(x):
@@ -482,7 +479,6 @@ def test_enum_argument_guarded():
     check_each(f, (rand(0, 3), Color.RED), (rand(0, 3), Color.BLUE))
 
 
-@todo("attribute of object of type SimpleNamespace, whose class defines __getattribute__")
 def test_simple_namespace_attribute():
     check(lambda x, ns: x * ns.k, lambda s: (rand(s, 3), types.SimpleNamespace(k=2)))
 
@@ -598,7 +594,6 @@ def test_identity_of_two_object_arguments():
     check_each(f, (rand(0, 3), cfg, cfg), (rand(0, 3), cfg, Config()))
 
 
-@todo("recompiles: the resume function guards the namedtuple class made in the call by identity (`type P, now type P`)")
 def test_namedtuple_type_created_inside_fullgraph_off():
     def f(x):
         P = collections.namedtuple("P", "a b")

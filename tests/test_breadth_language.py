@@ -124,7 +124,6 @@ def test_callable_builtin():
     check(f, x1)
 
 
-@todo("constructing functools.partial while tracing")
 def test_functools_partial_of_user_function():
     def f(x):
         def scale(t, k, bias=0.0):
@@ -134,7 +133,6 @@ def test_functools_partial_of_user_function():
     check(f, x1)
 
 
-@todo("constructing functools.partial while tracing")
 def test_functools_partial_of_torch_function():
     def f(x):
         g = functools.partial(torch.clamp, min=-0.5, max=0.5)
@@ -218,7 +216,6 @@ def test_sum_of_python_list_with_start():
     check(f, x3)
 
 
-@todo("constructing operator.itemgetter while tracing")
 def test_operator_itemgetter():
     def f(x, xs, d):
         get = operator.itemgetter(0, 2)
@@ -227,7 +224,6 @@ def test_operator_itemgetter():
     check(f, x3)
 
 
-@todo("call to builtin reduce")
 def test_functools_reduce():
     def f(x, xs, d):
         return functools.reduce(lambda acc, v: acc * v, xs, x)
@@ -693,14 +689,12 @@ def test_ordered_dict_created():
     check(f, x1)
 
 
-@todo("constructing itertools.product while tracing")
 def test_itertools_product():
     def f(x):
         return [x * i * j for i, j in itertools.product(range(2), range(3))]
     check(f, x1)
 
 
-@todo("constructing itertools.chain while tracing")
 def test_itertools_chain():
     def f(x, xs, d):
         return [x * v for v in itertools.chain(xs, [7])]

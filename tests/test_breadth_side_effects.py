@@ -69,7 +69,6 @@ def test_new_attribute_created():
     check(f, with_state)
 
 
-@todo("call to builtin setattr")
 def test_setattr_builtin():
     def f(x, st):
         setattr(st, "steps", 7)

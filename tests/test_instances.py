@@ -221,3 +221,63 @@ def test_set_of_parameters_deduplicates_tied_weights():
 
     for got, expected in one_graph(f, lambda: model, lambda: torch.randn(1)):
         assert_same(got, expected)
+
+
+SCALE = 2.0
+
+
+def test_class_statement_inside_the_function():
+    def f(x):
+        class Local:
+            kind = "local"
+
+            def __init__(self, t):
+                self.t = t
+
+            def twice(self):
+                return self.t * 2
+
+        obj = Local(x)
+        return obj.twice(), type(obj).__qualname__, type(obj).__module__, Local.kind
+
+    for got, expected in one_graph(f, lambda: torch.randn(2)):
+        assert_same(got, expected)
+
+
+def test_class_body_reading_a_global_is_not_baked_in():
+    global SCALE
+
+    def f(x):
+        class Local:
+            scale = SCALE  # a global the class body reads: no guard could cover it
+
+        return x * Local.scale
+
+    eager = eager_copy(f)
+    jit(f)
+    x = torch.ones(2)
+    assert_same(f(x), eager(x))
+    SCALE = 3.0
+    try:
+        assert_same(f(x), eager(x))
+    finally:
+        SCALE = 2.0
+
+
+def test_partial_passed_in_made_inside_and_returned():
+    import functools
+
+    def scale(t, k, shift=0.0):
+        return t * k + shift
+
+    def f(x, p):
+        q = functools.partial(p, shift=1.0)
+        return q(x), functools.partial(scale, k=3.0)
+
+    eager = eager_copy(f)
+    jit(f, fullgraph=True)
+    for _ in range(2):
+        x = torch.randn(2)
+        got, expected = f(x, functools.partial(scale, k=2.0)), eager(x, functools.partial(scale, k=2.0))
+        assert_same(got[0], expected[0])
+        assert got[1].func is scale and got[1].keywords == {"k": 3.0}

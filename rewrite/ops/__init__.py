@@ -15,9 +15,9 @@ import torch
 from ..errors import Unsupported
 from ..guards.source import AttrSource
 from ..trace.values import (BoundVar, ConstVar, ContextExitVar, DictVar, ExceptionVar, FunctionVar, GradModeVar, InstanceVar,
-                            ListVar, MethodVar, ObjectVar, SetVar, SuperVar, TensorVar, TupleVar, Var)
+                            ListVar, MethodVar, ObjectVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar, Var)
 from .builtins import BUILTINS, PURE, call_builtin
-from . import contexts, instances
+from . import contexts, instances, library
 from .core import (const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate, key_of, make_slice,
                    python_value, setitem, truthy, unpack)
 from .objects import dict_method, getattr_object, list_method, setattr_object, tuple_field, tuple_method
@@ -77,6 +77,8 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return _call_method(frame, fn, args, kwargs)
     if isinstance(fn, BoundVar):
         return instances.call_bound(frame, fn, args, kwargs)
+    if isinstance(fn, PartialVar):
+        return library.call_partial(frame, fn, args, kwargs)
     if isinstance(fn, InstanceVar):
         return _call_object(frame, fn, args, kwargs)
     if isinstance(fn, ContextExitVar):  # leaving a traced `with` block
@@ -107,6 +109,8 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
             return unary(frame, _UNARY_FUNCTIONS[value], *args)
         if value is operator.getitem:
             return getitem(frame, *args)
+    if isinstance(value, library.GETTERS):
+        return library.call_getter(frame, value, args, kwargs)
     if is_torch_callable(value):
         return call_torch(frame, value, args, kwargs)
     if isinstance(value, types.FunctionType):

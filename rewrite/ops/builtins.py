@@ -5,6 +5,7 @@ Python value (PURE); anything else is unsupported.
 """
 from __future__ import annotations
 
+import functools
 import types
 
 import torch
@@ -12,7 +13,7 @@ import torch
 from ..errors import Unsupported, python_error
 from ..guards.guard import HasAttrMatch
 from ..guards.source import AttrSource
-from ..trace.values import (BoundVar, ConstVar, ExceptionVar, GradModeVar, InstanceVar, RecordedContextVar, SetVar,
+from ..trace.values import (BoundVar, ConstVar, ExceptionVar, GradModeVar, InstanceVar, PartialVar, RecordedContextVar, SetVar,
                             SuperVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar,
                             TensorVar, TupleVar, Var)
 from .core import DATA_DEPENDENT_HINT, const, describe, fold, foldable, key_of, python_value, unpack
@@ -49,6 +50,8 @@ def python_type(v: Var) -> type:
         return v.cls
     if isinstance(v, SetVar):
         return frozenset if v.frozen else set
+    if isinstance(v, PartialVar):
+        return functools.partial
     if isinstance(v, GradModeVar):
         return torch.set_grad_enabled if v.made_by_set else torch.enable_grad if v.mode else torch.no_grad
     if isinstance(v, RecordedContextVar):

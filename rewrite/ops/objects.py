@@ -17,6 +17,7 @@ from .instances import _MISSING, OBJECT_SLOTS, bind, class_attr, getattr_fallbac
 # modules whose attributes are taken as constants without a guard (Dynamo does the same for torch)
 TRUSTED_MODULES = ("torch", "math", "operator", "builtins", "typing", "numbers", "functools", "itertools",
                    "collections", "dataclasses", "enum", "types")
+TYPE_INFO = (torch.finfo, torch.iinfo)
 # read from a class as constants (its identity is guarded)
 CLASS_METADATA = {"__name__", "__qualname__", "__module__", "__doc__", "__mro__", "__bases__"}
 
@@ -65,6 +66,10 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
             raise Unsupported(f"descriptor {name!r} of class {value.__qualname__}")
         return tracer.wrap(static, source)
     # an instance
+    if isinstance(value, TYPE_INFO):  # torch.finfo(dtype).eps: constants of a constant
+        return const(fold(getattr, value, name))
+    if type(value) is types.SimpleNamespace and name in value.__dict__:
+        return tracer.wrap(value.__dict__[name], source)
     if type(value).__getattribute__ is not object.__getattribute__ and not isinstance(value, torch.nn.Module):
         raise Unsupported(f"attribute of {describe(var)}, whose class defines __getattribute__")
     inst_dict = getattr(value, "__dict__", None)
@@ -229,6 +234,8 @@ def tuple_method(frame, t: TupleVar, name: str, args, kwargs) -> Var:
         return TupleVar([kwargs.get(f, item) for f, item in zip(fields, t.items)], py_type=t.py_type)
     if fields is not None and name == "_asdict" and not args and not kwargs:
         return DictVar(dict(zip(fields, t.items)))
+    if t.py_type is torch.Size and name == "numel" and not args and not kwargs and foldable(t):
+        return const(t.python_value().numel())
     raise Unsupported(f"tuple.{name} on {describe(t)}")
 
 

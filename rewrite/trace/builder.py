@@ -14,6 +14,7 @@ The rules, by the value's type:
   dict                            -> DictVar + TypeMatch + KeysMatch, values wrapped one by one
   torch.no_grad(), enable_grad()  -> GradModeVar + TypeMatch (the context a resume function re-enters)
   bound method of a Python function -> BoundVar + TypeMatch (its __self__ and __func__ wrapped)
+  functools.partial               -> PartialVar + TypeMatch (func, args, keywords wrapped)
   function/module/class/builtin   -> ObjectVar + IdMatch
   anything else                   -> ObjectVar + TypeMatch (its attributes are guarded when read)
 
@@ -26,6 +27,7 @@ Values without a source (constants the tracer computed itself) get no guard.
 from __future__ import annotations
 
 import enum
+import functools
 import numbers
 import types
 
@@ -34,7 +36,7 @@ import torch
 from ..errors import Unsupported
 from ..guards.guard import AliasMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch
 from ..guards.source import AttrSource, ItemSource
-from .values import BoundVar, ConstVar, DictVar, GradModeVar, ListVar, ObjectVar, TupleVar
+from .values import BoundVar, ConstVar, PartialVar, DictVar, GradModeVar, ListVar, ObjectVar, TupleVar
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
 EQUAL_CONSTS = (torch.device, range, slice)
@@ -110,6 +112,11 @@ def _wrap(tracer, value, source, t, add):
         add(TypeMatch(source, t))  # `obj.method` is a new object per access: guard what it binds
         self_var = tracer.wrap(value.__self__, AttrSource(source, "__self__"))
         return BoundVar(value.__func__, self_var, AttrSource(source, "__func__"))
+    if t is functools.partial and source is not None:
+        add(TypeMatch(source, t))
+        return PartialVar(tracer.wrap(value.func, AttrSource(source, "func")),
+                          tracer.wrap(value.args, AttrSource(source, "args")).items,
+                          tracer.wrap(value.keywords, AttrSource(source, "keywords")).items, source)
     if isinstance(value, IDENTITY):
         add(IdMatch(source, value))
         return ObjectVar(value, source)

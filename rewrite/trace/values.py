@@ -16,6 +16,7 @@ tables in `rewrite/ops`, keyed by the underlying Python object or its type.
 * InstanceVar -- an object of a user class made while tracing: its class and attributes (Vars)
 * ExceptionVar -- an exception raised (`raise`) or caught (`except E as e`) while tracing
 * BoundVar    -- a Python function bound to a Var (a method of an InstanceVar, a classmethod)
+* PartialVar  -- functools.partial(func, ...)
 * SuperVar    -- `super()` inside a method
 * RecordedContextVar -- `torch.inference_mode()`, `torch.autocast(...)`
 * GradModeVar -- `torch.no_grad()`, `enable_grad()`, `set_grad_enabled(b)`; ContextExitVar is
@@ -324,6 +325,20 @@ class BoundVar(Var):
 
     def __repr__(self):
         return f"BoundVar({self.func.__qualname__} of {self.self_var!r})"
+
+
+class PartialVar(Var):
+    """`functools.partial(func, *args, **kwargs)`: calling it calls func with them first."""
+    __slots__ = ("func", "args", "kwargs")
+
+    def __init__(self, func: Var, args, kwargs: dict, source=None):
+        super().__init__(source)
+        self.func = func
+        self.args = list(args)
+        self.kwargs = dict(kwargs)
+
+    def __repr__(self):
+        return f"PartialVar({self.func!r})"
 
 
 class SuperVar(Var):

@@ -2,7 +2,7 @@
 from ... import ops
 from ...errors import Unsupported
 from ..interpreter import handler
-from ..values import NULL, DictVar, FunctionVar
+from ..values import NULL, DictVar, FunctionVar, ObjectVar
 
 
 @handler("KW_NAMES")
@@ -35,6 +35,12 @@ def call_function_ex(frame, inst):
     if not isinstance(kwargs, DictVar):
         raise Unsupported(f"**kwargs from {ops.describe(kwargs)}")
     frame.push(ops.call(frame, fn, ops.unpack(frame, args), dict(kwargs.items)))
+
+
+@handler("LOAD_BUILD_CLASS")
+def load_build_class(frame, inst):
+    import builtins
+    frame.push(ObjectVar(builtins.__build_class__))
 
 
 @handler("MAKE_FUNCTION")

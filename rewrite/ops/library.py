@@ -1,0 +1,193 @@
+"""Standard-library callables with a rule of their own (registered in the BUILTINS table):
+class factories (`class` statements, `collections.namedtuple`), `functools.partial` and
+`reduce`, `operator.itemgetter`/`attrgetter`, `itertools.chain`/`product`, `setattr`,
+`torch.finfo`/`iinfo`.
+
+A class made inside the traced function (a `class` statement, `namedtuple(...)`) is made
+once, while tracing, as eager makes it (same name, qualname and `__module__`); the
+compiled code then uses that one class on every call, where eager makes a new one each
+time -- only `type(a) is type(b)` across two calls can tell.
+"""
+from __future__ import annotations
+
+import builtins
+import collections
+import functools
+import itertools
+import operator
+import types
+
+import torch
+
+from ..errors import Unsupported
+from ..trace.values import CellVar, ConstVar, FunctionVar, IteratorVar, ObjectVar, PartialVar, TupleVar, Var
+from .builtins import BUILTINS, rule
+from .core import const, describe, fold, foldable, getitem, iterate, python_value, unpack
+
+
+def _values(args, kwargs, what):
+    return ([python_value(a, what) for a in args], {k: python_value(v, what) for k, v in kwargs.items()})
+
+
+# --- classes made inside the function -----------------------------------------------------------------
+CLASS_BODY_NAMES = {"__name__", "__module__", "__qualname__", "__doc__"}
+
+
+@rule(builtins.__build_class__)
+def _build_class(frame, args, kwargs):
+    """A `class` statement: its body runs now, for real, when it reads nothing the guards miss."""
+    body, name, *bases = args
+    if not isinstance(body, FunctionVar) or body.defaults or body.kwdefaults:
+        raise Unsupported(f"class statement with body {describe(body)}")
+    if any(not isinstance(c, CellVar) or c.real is None for c in body.closure):
+        raise Unsupported("a class body that uses the enclosing function's variables")
+    stored = set()
+    for inst in __import__("dis").get_instructions(body.code):
+        if inst.opname in ("STORE_NAME", "DELETE_NAME"):
+            stored.add(inst.argval)
+        elif inst.opname in ("LOAD_NAME", "LOAD_GLOBAL") and inst.argval not in stored | CLASS_BODY_NAMES \
+                and inst.argval not in vars(builtins):
+            raise Unsupported(f"a class body reading global {inst.argval!r} (not guarded)")
+    fn = types.FunctionType(body.code, body.globals, python_value(name, "class"), None,
+                            tuple(c.real for c in body.closure))
+    real_bases, real_kwargs = _values(bases, kwargs, "class bases")
+    return ObjectVar(fold(builtins.__build_class__, fn, python_value(name, "class"), *real_bases, **real_kwargs))
+
+
+@rule(collections.namedtuple)
+def _namedtuple(frame, args, kwargs):
+    real_args, real_kwargs = _values(args, kwargs, "namedtuple()")
+    real_kwargs.setdefault("module", frame.globals.get("__name__", "__main__"))  # what eager's frame gives
+    return ObjectVar(fold(collections.namedtuple, *real_args, **real_kwargs))
+
+
+# --- functools ------------------------------------------------------------------------------------------------
+@rule(functools.partial)
+def _partial(frame, args, kwargs):
+    if not args:
+        raise Unsupported("functools.partial() without a function (the call raises eagerly)")
+    func, *bound = args
+    if isinstance(func, PartialVar):  # partial(partial(f, a), b) is partial(f, a, b), as in Python
+        return PartialVar(func.func, func.args + bound, {**func.kwargs, **kwargs})
+    return PartialVar(func, bound, dict(kwargs))
+
+
+def call_partial(frame, p: PartialVar, args, kwargs) -> Var:
+    from . import call
+    return call(frame, p.func, [*p.args, *args], {**p.kwargs, **kwargs})
+
+
+@rule(functools.reduce)
+def _reduce(frame, args, kwargs):
+    from . import call
+    if kwargs or len(args) not in (2, 3):
+        raise Unsupported("functools.reduce() arguments (the call raises eagerly)")
+    items = unpack(frame, args[1])
+    if len(args) == 3:
+        acc = args[2]
+    elif items:
+        acc, items = items[0], items[1:]
+    else:
+        raise Unsupported("reduce() of an empty iterable with no initial value (the call raises eagerly)")
+    for item in items:
+        acc = call(frame, args[0], [acc, item], {})
+    return acc
+
+
+# --- operator -------------------------------------------------------------------------------------------------
+def getter_rule(kind):
+    def construct(frame, args, kwargs):
+        real_args, real_kwargs = _values(args, kwargs, f"{kind.__name__}()")
+        return ObjectVar(fold(kind, *real_args, **real_kwargs))
+    return construct
+
+
+def call_getter(frame, getter, args, kwargs) -> Var:
+    """`itemgetter(*keys)(obj)`, `attrgetter(*names)(obj)` on a Var."""
+    from . import getattr_
+    kind, keys = getter.__reduce__()
+    if len(args) != 1 or kwargs:
+        raise Unsupported(f"{kind.__name__} called with {len(args)} arguments (the call raises eagerly)")
+    (obj,) = args
+
+    def one(key):
+        if kind is operator.itemgetter:
+            return getitem(frame, obj, const(key))
+        v = obj
+        for part in key.split("."):
+            v = getattr_(frame, v, part)
+        return v
+    picked = [one(k) for k in keys]
+    return picked[0] if len(keys) == 1 else TupleVar(picked)
+
+
+BUILTINS[operator.itemgetter] = getter_rule(operator.itemgetter)
+BUILTINS[operator.attrgetter] = getter_rule(operator.attrgetter)
+GETTERS = (operator.itemgetter, operator.attrgetter)
+
+
+# --- itertools ------------------------------------------------------------------------------------------------
+@rule(itertools.chain)
+def _chain(frame, args, kwargs):
+    if kwargs:
+        raise Unsupported("itertools.chain() takes no keyword arguments (the call raises eagerly)")
+    sources = list(args)
+    state = {"current": None}
+
+    def step():  # lazily, as Python's chain: each iterable is iterated when reached
+        while True:
+            if state["current"] is None:
+                if not sources:
+                    return None
+                state["current"] = iterate(frame, sources.pop(0))
+            item = state["current"].next()
+            if item is not None:
+                return item
+            state["current"] = None
+    return IteratorVar(step=step)
+
+
+@rule(itertools.product)
+def _product(frame, args, kwargs):
+    repeat = python_value(kwargs.pop("repeat", ConstVar(1)), "product(repeat=)")
+    if kwargs:
+        raise Unsupported("itertools.product() keyword arguments (the call raises eagerly)")
+    pools = [unpack(frame, a) for a in args] * repeat  # Python's product reads every iterable first
+    return IteratorVar([TupleVar(list(combo)) for combo in itertools.product(*pools)])
+
+
+# --- builtins that act on attributes ----------------------------------------------------------------------
+@rule(setattr)
+def _setattr(frame, args, kwargs):
+    from . import setattr_
+    if len(args) != 3 or kwargs:
+        raise Unsupported("setattr() takes three arguments (the call raises eagerly)")
+    setattr_(frame, args[0], python_value(args[1], "setattr()"), args[2])
+    return ConstVar(None)
+
+
+@rule(delattr)
+def _delattr(frame, args, kwargs):
+    from . import setattr_
+    from ..trace.side_effects import DELETED
+    if len(args) != 2 or kwargs:
+        raise Unsupported("delattr() takes two arguments (the call raises eagerly)")
+    setattr_(frame, args[0], python_value(args[1], "delattr()"), DELETED)
+    return ConstVar(None)
+
+
+# --- torch's number-format information --------------------------------------------------------------------
+def _type_info(kind):
+    def construct(frame, args, kwargs):
+        if not all(foldable(a) for a in args) or not all(foldable(v) for v in kwargs.values()):
+            raise Unsupported(f"torch.{kind.__name__}({', '.join(map(describe, args))})")
+        real_args, real_kwargs = _values(args, kwargs, f"torch.{kind.__name__}()")
+        if not real_args and not real_kwargs:
+            frame.tracer.read_default_dtype()
+        return ObjectVar(fold(kind, *real_args, **real_kwargs))
+    return construct
+
+
+BUILTINS[torch.finfo] = _type_info(torch.finfo)
+BUILTINS[torch.iinfo] = _type_info(torch.iinfo)
+TYPE_INFO = (torch.finfo, torch.iinfo)
