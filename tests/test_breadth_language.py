@@ -549,7 +549,6 @@ def test_more_str_methods():
     check(f, lambda s: (rand(s, 3), " a,b,a "))
 
 
-@todo("call to builtin join")
 def test_str_join_of_generator():
     def f(x):
         return x, "-".join(str(i) for i in range(3))

@@ -136,7 +136,6 @@ def test_module_list_and_dict():
     check(lambda x, m: m(x, "b"), with_module(Stack))
 
 
-@todo("subscript of object of type ModuleList")
 def test_module_list_enumerate_and_slice():
     def f(x, m):
         for i, layer in enumerate(m.layers[1:]):

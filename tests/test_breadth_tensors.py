@@ -207,7 +207,6 @@ def test_shape_in_python_loop():
     check(f, x2d)
 
 
-@todo("reading .is_leaf (depends on autograd history) of a tensor")
 def test_requires_grad_and_is_leaf_attributes():
     def f(x):
         return x * 2, x.requires_grad, x.is_leaf

@@ -188,6 +188,8 @@ def _call_method(frame, m: MethodVar, args, kwargs) -> Var:
 def _call_python(frame, fn, args, kwargs) -> Var:
     """A builtin or a bound method of an immutable value: folded when pure."""
     owner = getattr(fn, "__self__", None)
+    if type(owner) in (str, bytes) and getattr(fn, "__name__", None) == "join" and len(args) == 1 and not kwargs:
+        args = [ListVar(unpack(frame, args[0]))]  # "".join(generator): its items
     if owner is not None and type(owner) in (str, bytes, int, float, complex, bool, tuple, range, frozenset) \
             and all(foldable(a) for a in args) and all(foldable(v) for v in kwargs.values()):
         return const(fold(fn, *(a.python_value() for a in args), **{k: v.python_value() for k, v in kwargs.items()}))

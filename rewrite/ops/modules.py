@@ -17,7 +17,7 @@ import torch.nn.modules.module as module_globals
 from ..errors import Unsupported
 from ..guards.guard import IdMatch, LenMatch, NotInDictMatch
 from ..guards.source import AttrSource
-from ..trace.values import ObjectVar, Var
+from ..trace.values import ObjectVar, TupleVar, Var
 
 HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)
@@ -89,9 +89,12 @@ def index_modules(frame, var: Var, index: Var):
         if key not in mods.items:
             raise Unsupported(f"ModuleDict has no key {key!r} (the call raises eagerly)")
         return mods.items[key]
+    items = list(mods.items.values())
+    if isinstance(key, slice) and type(var.value) is torch.nn.ModuleList:
+        # eager makes a new ModuleList of those modules: so does the entry, if it is returned
+        return TupleVar(items[key], py_type=torch.nn.ModuleList)
     if type(key) is not int:
         return None
-    items = list(mods.items.values())
     if not -len(items) <= key < len(items):
         raise Unsupported("module index out of range (the call raises eagerly)")
     return items[key]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import inspect
 import types
+import weakref
 
 import torch
 
@@ -24,6 +25,24 @@ CLASS_METADATA = {"__name__", "__qualname__", "__module__", "__doc__", "__mro__"
 
 def trusted(module: types.ModuleType) -> bool:
     return module.__name__.partition(".")[0] in TRUSTED_MODULES
+
+
+_APPLY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def autograd_apply(cls):
+    """`cls.apply` as a plain function the graph can call (one per autograd.Function class):
+    its forward and backward run as eager runs them, inside the compiled code."""
+    fn = _APPLY.get(cls)
+    if fn is None:
+        def apply(*args, **kwargs):
+            return cls.apply(*args, **kwargs)
+        apply.__name__ = f"{cls.__name__}_apply"
+        apply.__qualname__ = f"{cls.__qualname__}.apply"
+        from ..api import ALLOWED
+        ALLOWED.add(apply)
+        _APPLY[cls] = fn = apply
+    return fn
 
 
 def trusted_globals(globals_: dict) -> bool:
@@ -50,6 +69,8 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
     if isinstance(value, type):
         if name in CLASS_METADATA:
             return const(getattr(value, name))
+        if name == "apply" and issubclass(value, torch.autograd.Function):
+            return ObjectVar(autograd_apply(value))  # a custom autograd.Function: one op of the graph
         static = class_attr(value, name)
         if static is _MISSING:
             static = inspect.getattr_static(value, name, _MISSING)  # the metaclass's

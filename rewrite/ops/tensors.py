@@ -26,9 +26,10 @@ META_ATTRS = {
 TENSOR_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
 # never traced: autograd internals, storage access
 FORBIDDEN_ATTRS = {
-    "grad": "reading .grad", "data": "reading .data (an untracked alias)", "_base": "reading ._base",
-    "grad_fn": "reading .grad_fn", "is_leaf": "reading .is_leaf (depends on autograd history)",
+    "data": "reading .data (an untracked alias)", "_base": "reading ._base", "grad_fn": "reading .grad_fn",
 }
+# autograd state of an input, read from the real tensor and guarded: (what an intermediate gives)
+AUTOGRAD_ATTRS = {"grad", "is_leaf"}
 
 # --- tensor methods -------------------------------------------------------------------------
 # known from metadata: (needs a static shape?)
@@ -107,11 +108,30 @@ def getattr_tensor(frame, var: TensorVar, name: str) -> Var:
         return const(getattr(var.value, name))
     if name in TENSOR_ATTRS:
         return call_function(frame, getattr, (var, ConstVar(name)), {})
+    if name in AUTOGRAD_ATTRS:
+        return _autograd_attr(frame, var, name)
     if name in FORBIDDEN_ATTRS:
         raise Unsupported(f"{FORBIDDEN_ATTRS[name]} of a tensor")
     if callable(getattr(torch.Tensor, name, None)):
         return MethodVar(var, name)
     raise Unsupported(f"tensor attribute .{name}")
+
+
+def _autograd_attr(frame, var: TensorVar, name: str) -> Var:
+    """`x.grad`, `x.is_leaf` of an input: the real tensor's, guarded (a backward between two
+    calls gives a new entry). Of a tensor the graph makes: a leaf iff it does not require grad."""
+    if var.source is not None:
+        from ..guards.guard import EqualsMatch
+        from ..guards.source import AttrSource
+        real = frame.tracer.graph.original(var.value)
+        if name == "grad":
+            return frame.tracer.wrap(real.grad, AttrSource(var.source, "grad"))
+        frame.tracer.guards.add(EqualsMatch(AttrSource(var.source, name), real.is_leaf))
+        return ConstVar(real.is_leaf)
+    if name == "grad":
+        raise Unsupported("reading .grad of a tensor the graph computes (not a leaf: None, with a warning)")
+    frame.tracer.read_grad_mode()
+    return ConstVar(var.value.is_leaf)
 
 
 def call_method(frame, name: str, args: list[Var], kwargs: dict[str, Var]) -> Var:

@@ -25,6 +25,7 @@ class GraphBuilder:
         user's code writes into its inputs, and the trace must not do so before the entry runs."""
         self.clone_inputs = clone_inputs
         self._copies: dict = {}  # storage of an input -> its copy (inputs sharing memory still do)
+        self._originals: dict = {}  # id(copy) -> the input it copies
         self.graph = torch.fx.Graph()
         self.inputs: list[tuple[Source, torch.Tensor, torch.fx.Node]] = []
         self._by_source: dict[Source, TensorVar] = {}
@@ -53,7 +54,9 @@ class GraphBuilder:
             self.input_storages.add(storage)
         self.input_ids.add(id(value))
         if self.clone_inputs:
-            value = input_copy(value, self._copies)
+            copy = input_copy(value, self._copies)
+            self._originals[id(copy)] = value
+            value = copy
         node.meta["example_value"] = value
         node.meta["source"] = source
         self.inputs.append((source, value, node))
@@ -94,6 +97,10 @@ class GraphBuilder:
         self._created.append(node)
         self.op_count += 1
         return node, result
+
+    def original(self, value: torch.Tensor) -> torch.Tensor:
+        """The caller's tensor a graph input's example value stands for."""
+        return self._originals.get(id(value), value)
 
     def set_grad(self, enabled: bool) -> None:
         """Record a grad-mode switch (a `with torch.no_grad()` edge); not counted as an op."""
