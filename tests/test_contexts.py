@@ -157,3 +157,18 @@ def test_a_break_inside_autocast_runs_the_call_eagerly():
     assert dispatcher_of(f).entries[0].reason is not None
     assert not torch.is_autocast_enabled("cpu")
     assert rewrite.explain(eager_copy(f))(x, w).graph_count == 0
+
+
+def test_dtype_of_an_intermediate_read_outside_autocast_is_guarded():
+    def f(x, w):
+        y = x @ w
+        if y.dtype == torch.float32:  # under a caller's autocast it is bfloat16
+            return y + 1
+        return y - 1
+
+    eager = eager_copy(f)
+    jit(f)
+    x, w = torch.randn(2, 2), torch.randn(2, 2)
+    assert_same(f(x, w), eager(x, w))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert_same(f(x, w), eager(x, w))

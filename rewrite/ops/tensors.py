@@ -105,6 +105,8 @@ def getattr_tensor(frame, var: TensorVar, name: str) -> Var:
             _shape_known(frame, var, f".{name}")
         if name == "requires_grad" and var.source is None:
             frame.tracer.read_grad_mode()  # an intermediate's requires_grad follows grad mode
+        if name in DTYPE_ATTRS and var.source is None:
+            read_autocast(frame, var)
         return const(getattr(var.value, name))
     if name in TENSOR_ATTRS:
         return call_function(frame, getattr, (var, ConstVar(name)), {})
@@ -140,6 +142,8 @@ def call_method(frame, name: str, args: list[Var], kwargs: dict[str, Var]) -> Va
     if name in META_METHODS:
         if META_METHODS[name]:
             _shape_known(frame, self, f".{name}()")
+        if name in DTYPE_METHODS and self.source is None:
+            read_autocast(frame, self)
         real_args = [_fold(a) for a in args[1:]]
         real_kwargs = {k: _fold(v) for k, v in kwargs.items()}
         return const(fold(getattr(self.value, name), *real_args, **real_kwargs))
@@ -173,6 +177,19 @@ def call_torch(frame, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if name in META_FUNCTIONS:
         return const(fold(fn, *[_fold(a) for a in args], **{k: _fold(v) for k, v in kwargs.items()}))
     return _record(frame, "call_function", fn, args, kwargs, name)
+
+
+# what an op's output dtype decides (autocast changes it)
+DTYPE_ATTRS = {"dtype", "itemsize", "nbytes"}
+DTYPE_METHODS = {"is_floating_point", "is_complex", "element_size", "is_signed"}
+
+
+def read_autocast(frame, var: TensorVar) -> None:
+    """The dtype of a tensor the graph computes was read: it depends on autocast being on."""
+    if not any(ctx.kind == "autocast" for ctx in frame.tracer.open_contexts):
+        from ..guards.guard import StateMatch
+        device = var.value.device.type
+        frame.tracer.guards.add(StateMatch(torch.is_autocast_enabled, (device,), torch.is_autocast_enabled(device)))
 
 
 def _read_mode(frame, fn, kind: str, args, kwargs) -> Var:
