@@ -1,6 +1,6 @@
 """python -m fuzz: fuzz rewrite with generated PyTorch programs against eager.
 
-    python -m fuzz --examples 2000 --seed 0 --backend python [--time-budget 120]
+    python -m fuzz --examples 2000 --seed 0 --backend python [--time-budget 120] [--focus writes]
 
 Runs in chunks of Hypothesis examples (each chunk its own derived seed) until the example
 count or the time budget is reached. A divergence prints Hypothesis's shrunk reproducer
@@ -20,16 +20,16 @@ from hypothesis import seed as hypothesis_seed
 import rewrite
 
 from .oracle import STATS, Divergence, run_program
-from .programs import dims, programs
+from .programs import FOCUS, dims, programs
 
 CHUNK = 100
 
 
-def run_chunk(n: int, seed: int, backend: str, max_statements: int) -> Divergence | None:
+def run_chunk(n: int, seed: int, backend: str, max_statements: int, focus: str | None = None) -> Divergence | None:
     @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck),
               print_blob=False)
     @hypothesis_seed(seed)
-    @given(programs(max_statements=max_statements), dims(), dims())
+    @given(programs(max_statements=max_statements, rules=FOCUS[focus] if focus else None), dims(), dims())
     def fuzz_one(program, dims1, dims2):
         rewrite.reset()
         run_program(program, dims1, dims2, backend=backend, seed=seed)
@@ -48,6 +48,8 @@ def main(argv=None) -> int:
     p.add_argument("--backend", default="python", help="a registered backend name (default python)")
     p.add_argument("--time-budget", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--max-statements", type=int, default=8, help="statements per program (default 8)")
+    p.add_argument("--focus", choices=sorted(FOCUS), default=None,
+                   help="draw from a subset of the rules (writes: in-place ops, inputs and their views)")
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")  # deprecation noise from generated code, recompile-limit notes
     STATS.__init__()  # count this run only
@@ -56,7 +58,7 @@ def main(argv=None) -> int:
         if args.time_budget is not None and time.perf_counter() - start > args.time_budget:
             break
         n = min(CHUNK, args.examples - done)
-        divergence = run_chunk(n, args.seed * 100_003 + chunk_index, args.backend, args.max_statements)
+        divergence = run_chunk(n, args.seed * 100_003 + chunk_index, args.backend, args.max_statements, args.focus)
         if divergence is not None:
             STATS.divergences += 1
             print(f"\nDIVERGENCE ({args.backend}):\n{divergence}\n", flush=True)
@@ -64,7 +66,8 @@ def main(argv=None) -> int:
         chunk_index += 1
     elapsed = time.perf_counter() - start
     rate = STATS.programs / elapsed * 60 if elapsed else 0.0
-    print(f"fuzz: backend={args.backend} seed={args.seed} {STATS.line()}; {elapsed:.1f} s, {rate:.0f} programs/min")
+    run = f"backend={args.backend} seed={args.seed}" + (f" focus={args.focus}" if args.focus else "")
+    print(f"fuzz: {run} {STATS.line()}; {elapsed:.1f} s, {rate:.0f} programs/min")
     return 1 if STATS.divergences else 0
 
 

@@ -3,11 +3,11 @@
 For each of three calls -- the first (compile), a second with new values of the same
 shapes (the cache hit), a third with other sizes (the recompile path), and a fourth with
 the inputs' aliasing changed where it can be (inputs that shared memory no longer do, or
-one tensor passed for two inputs) -- it compares the
-result (structure, dtype, shape, values), the inputs afterwards (in-place changes: values,
-shapes, strides, which inputs share memory; after an exception too), which results are
-inputs or views of inputs (`return x.add_(1)` must return `x` itself), the passed-in list
-(side effects), what was printed, and the exception type if eager raised.
+one tensor passed for two inputs) -- it compares the result (structure, dtype, shape,
+values), the inputs afterwards (in-place changes: values, shapes, strides, grad_fn, .grad,
+which inputs share memory; after an exception too), which results are inputs or views of
+inputs (`return x.add_(1)` must return `x` itself), the passed-in list and object (side
+effects), what was printed, and the exception type if eager raised.
 A difference raises `Divergence`, whose message is a reproducer ready to paste into a test.
 """
 from __future__ import annotations
@@ -165,9 +165,14 @@ def compare_call(compiled, eager, make_inputs, label: str = "call", mutable=None
                 raise Divergence(f"{where}: {a!r} != eager's {e!r}")
             continue
         compare(a, e, where)
-        if isinstance(e, torch.Tensor) and (a.stride() != e.stride() or a.storage_offset() != e.storage_offset()):
-            raise Divergence(f"{where}: stride {a.stride()} offset {a.storage_offset()} != eager's "
-                             f"{e.stride()} offset {e.storage_offset()}")
+        if isinstance(e, torch.Tensor):
+            if a.stride() != e.stride() or a.storage_offset() != e.storage_offset():
+                raise Divergence(f"{where}: stride {a.stride()} offset {a.storage_offset()} != eager's "
+                                 f"{e.stride()} offset {e.storage_offset()}")
+            if (a.grad_fn is None) != (e.grad_fn is None):
+                raise Divergence(f"{where}: grad_fn {a.grad_fn} != eager's {e.grad_fn}")
+            if a.grad is not None or e.grad is not None:
+                compare(a.grad, e.grad, f"{where} .grad")
     e_share, j_share = input_sharing(eager_args), input_sharing(jit_args)
     if e_share != j_share:
         raise Divergence(f"{label}: inputs afterwards: {sorted(j_share)} != eager's {sorted(e_share)}")

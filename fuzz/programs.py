@@ -11,8 +11,11 @@ appending to a passed-in list): those must still give eager's result.
 Writes into tensors are traced, inputs included, and have their own rules: in-place methods
 (`x.add_(t)`), augmented assignment (`x += t`), item and slice assignment (`x[:, :1] = t`),
 `out=` arguments, writes through views of inputs (`x[0].mul_(2)`, `x.view(-1).add_(1)`),
-in-place view ops that change an input's shape (`x.unsqueeze_(0)`), an inlined helper that
-writes into its argument, and writes under `torch.no_grad()` into inputs that require grad.
+in-place view ops and autograd state (`x.unsqueeze_(0)`, `x.set_(y)`, `x.detach_()`), other
+spellings (`x.__iadd__(y)`, `torch.nn.init.zeros_(x)`, `torch.ops.aten.add_`, `x[x > 0] += 1`),
+writes into a tensor reached through an attribute (`obj.w.add_(1)`), an inlined helper that
+writes into its argument, writes in loops, and writes under `torch.no_grad()` into inputs
+that require grad (in grad mode those raise eagerly, so the sample run drops them).
 The targets are mostly inputs and views of inputs, and some programs get inputs that alias
 each other (`AliasSpec`: a view of an earlier input, or two views of a hidden base).
 
@@ -109,10 +112,18 @@ VIEW_WRITES = [  # through a view of {a}
     "{a}.reshape(-1)[::2].fill_({k})", "{a}.mT[0] = 1", "{a}.detach().mul_(2)", "{a}.view({a}.shape)[...] = {b}",
     "{a}[1:][0].sub_(1)", "{a}.expand_as({a}).add_(1)",
 ]
-META_INPLACE = [  # in-place view ops: the input's shape or strides change (resize_ only shrinks: growing reads
-    # uninitialized memory)
+META_INPLACE = [  # in-place view ops and autograd state: the input's shape, strides, memory or grad change
+    # (resize_ only shrinks: growing reads uninitialized memory)
     "{a}.unsqueeze_(0)", "{a}.t_()", "{a}.squeeze_()", "{a}.transpose_(0, -1)", "{a}.resize_(0)",
-    "{a}.swapdims_(0, -1)",
+    "{a}.swapdims_(0, -1)", "{a}.set_({b})", "{a}.data = {b}", "{a}.requires_grad_()", "{a}.detach_()",
+    "{a}.grad = {b}",
+]
+OTHER_WRITES = [  # spelled otherwise: dunder, functional and init helpers, aten, advanced indexing, raw storage
+    "{a}.__iadd__({b})", "torch.nn.init.zeros_({a})", "torch.nn.init.constant_({a}, {k})", "F.hardtanh_({a})",
+    "F.leaky_relu({a}, 0.5, True)", "{a}.index_add_(0, torch.tensor([0]), {b}[:1])", "{a}.data.add_(1)",
+    "{a}.masked_scatter_({b} > 0, {b})", "torch.ops.aten.add_({a}, 1)", "{a}.untyped_storage().fill_(0)",
+    "{a}[{a} > 0] += 1", "torch.Tensor.add_({a}, 1)", "{a}.index_put_((torch.tensor([0]),), {b}[:1])",
+    "{a}.scatter_(0, torch.zeros_like({a}, dtype=torch.long), {b})",
 ]
 # views of {a} bound to a name, for later writes through them (and reads after the writes)
 VIEW_OF_INPUT = [
@@ -324,7 +335,7 @@ def rule_unsupported(draw, g):
 
 
 def rule_box(draw, g):
-    """Read a passed-in object's attributes, or set one (a side effect eager makes)."""
+    """Read a passed-in object's attributes, set one (a side effect eager makes), or write into its tensor."""
     boxes = [n for n, v in g.meta.items() if type(v).__name__ == "Box"]
     tensors = g.names(torch.Tensor)
     if not boxes or not tensors:
@@ -332,18 +343,28 @@ def rule_box(draw, g):
     box, a = boxes[0], draw(st.sampled_from(tensors))
     template = draw(st.sampled_from([
         f"{g.new()} = {a} * {box}.w + {box}.k", f"{g.new()} = {box}.w.sum() * {box}.k",
-        f"{box}.seen = {a}.shape", f"{box}.k = {box}.k + 1"]))
+        f"{box}.seen = {a}.shape", f"{box}.k = {box}.k + 1",
+        # writes into a tensor reached through an attribute (like a module's parameter or buffer)
+        f"{box}.w.add_({a}.sum())", f"{box}.w[:1] = {box}.k", f"{box}.w.mul_({a})", f"{box}.w += {a}"]))
     return [template], None
 
 
+WRITE_RULES = [
+    (5, rule_write(INPLACE)), (3, rule_write(AUGMENTED)), (3, rule_write(SETITEM)), (1, rule_write(OUT)),
+    (3, rule_write(VIEW_WRITES)), (1, rule_write(META_INPLACE)), (1, rule_write(OTHER_WRITES)),
+    (2, rule_view_of_input),
+]
 RULES = [
     (8, rule_assign(UNARY)), (8, rule_assign(BINARY)), (5, rule_assign(REDUCE)), (5, rule_assign(VIEW)),
     (4, rule_assign(INDEX)), (4, rule_assign(COMBINE)), (3, rule_assign(SIZES, "k")), (2, rule_assign(CREATE)),
     (2, rule_if_python), (2, rule_for), (2, rule_helper), (1, rule_unsupported), (2, rule_box),
-    (1, rule_grad_block),
-    (5, rule_write(INPLACE)), (3, rule_write(AUGMENTED)), (3, rule_write(SETITEM)), (1, rule_write(OUT)),
-    (3, rule_write(VIEW_WRITES)), (1, rule_write(META_INPLACE)), (2, rule_view_of_input),
+    (1, rule_grad_block), *WRITE_RULES,
 ]
+# `python -m fuzz --focus NAME`: a subset of the rules, for a long run at one feature
+FOCUS = {
+    "writes": WRITE_RULES + [(3, rule_assign(BINARY)), (2, rule_assign(VIEW)), (2, rule_for), (2, rule_helper),
+                             (1, rule_unsupported), (1, rule_grad_block), (2, rule_box)],
+}
 
 
 @st.composite
@@ -357,7 +378,7 @@ def aliased_inputs(draw, inputs: list) -> list:
     """One more input that is a view of an earlier one, or two that are views of a hidden base."""
     n = len(inputs)
     sources = [(s, view) for s in inputs for view, rank in ALIAS_VIEWS if len(s.syms) >= rank]
-    if sources and draw(st.booleans()):
+    if sources and not draw(st.booleans()):
         spec, view = draw(st.sampled_from(sources))
         return [AliasSpec(f"x{n}", spec.name, view)]
     rank = draw(st.integers(2, 3))
@@ -367,10 +388,12 @@ def aliased_inputs(draw, inputs: list) -> list:
 
 
 @st.composite
-def programs(draw, max_statements: int = 8) -> Program:
+def programs(draw, max_statements: int = 8, rules: list | None = None) -> Program:
+    """A program drawn from `rules` (weighted rule functions; default RULES, see also FOCUS)."""
+    rules = rules or RULES
     n_tensors = draw(st.integers(1, 3))
     inputs = [draw(tensor_specs(f"x{i}")) for i in range(n_tensors)]
-    if draw(st.integers(0, 2)) == 0:
+    if draw(st.integers(0, 2)) == 2:  # (shrinks to no aliasing)
         inputs += draw(aliased_inputs(inputs))
     if draw(st.booleans()):
         inputs.append(ScalarSpec("n", "int", draw(st.integers(0, 4))))
@@ -382,8 +405,8 @@ def programs(draw, max_statements: int = 8) -> Program:
         inputs.append(ListSpec("out"))
     program = Program(inputs)
     g = Gen(program)
-    enabled = [(w, rule) for w, rule in RULES if not draw(st.booleans())]  # swarm: this program's rules
-    weighted = [rule for w, rule in enabled or RULES for _ in range(w)]
+    enabled = [(w, rule) for w, rule in rules if not draw(st.booleans())]  # swarm: this program's rules
+    weighted = [rule for w, rule in enabled or rules for _ in range(w)]
     for _ in range(draw(st.integers(1, max_statements))):
         rule = draw(st.sampled_from(weighted))
         helpers = list(program.helpers)
@@ -396,7 +419,7 @@ def programs(draw, max_statements: int = 8) -> Program:
     values = [n for n, v in g.meta.items() if isinstance(v, (torch.Tensor, int, float)) and not isinstance(v, bool)
               and not n.startswith("_")]
     fresh = [n for n in values if n not in {s.name for s in inputs}] or values
-    if draw(st.integers(0, 3)) == 0:  # inputs too: a written input returned must be the input itself
+    if draw(st.integers(0, 3)) == 3:  # inputs too: a written input returned must be the input itself
         fresh = values
     picked = draw(st.lists(st.sampled_from(fresh), min_size=1, max_size=3, unique=True))
     shape = draw(st.sampled_from(["single", "tuple", "list", "dict"]))
@@ -418,4 +441,4 @@ def dims(draw) -> dict:
     return {s: draw(special) if draw(st.integers(0, 5)) == 0 else draw(st.integers(2, 5)) for s in SYMS}
 
 
-__all__ = ["programs", "dims", "Program"]
+__all__ = ["programs", "dims", "Program", "RULES", "FOCUS"]

@@ -11,6 +11,8 @@ call are followed too.
 from __future__ import annotations
 
 import types
+
+import torch
 from dataclasses import dataclass, field
 
 from . import dispatch
@@ -57,6 +59,9 @@ class ExplainOutput:
 def explain(fn, backend=None):
     """`explain(fn)(*args, **kwargs)` -> ExplainOutput for that one call."""
     from .api import jit
+
+    if isinstance(fn, torch.nn.Module):  # its forward, bound to it (hooks aside, as Dynamo's explain)
+        return explain(fn.forward, backend=backend)
 
     def run(*args, **kwargs):
         out = ExplainOutput()

@@ -1,15 +1,28 @@
 """Turn a cache entry's guards into ONE generated Python closure.
 
-The text is what runs (and what `REWRITE_LOGS=guards` prints): a chain of `and`-ed
-checks, cheapest and most discriminating first, inside a `try` so that a source that
-cannot be read (a deleted global, a missing attribute) counts as a failed guard.
+The text is what runs (and what `REWRITE_LOGS=guards` prints): `and`-ed checks, cheapest
+and most discriminating first, inside a `try` so that a source that cannot be read (a
+deleted global, a missing attribute) counts as a failed guard. A value read through more
+than once (`self.fc1` in `self.fc1.weight`, `self.fc1._forward_hooks`, ...) is read once,
+into a local, just before the first check that needs it:
+
+    def guard(self, x):
+        try:
+            if not (type(self) is ___Net and len(self._modules) == 2):
+                return False
+            ___s0 = self._modules['fc1']
+            if not (len(___s0._forward_hooks) == 0 and ...):
+                return False
+            return True
+        except Exception:
+            return False
 """
 from __future__ import annotations
 
 import torch
 
 from .guard import Consts, Guard, TensorMatch
-from .source import GLOBALS, param_name
+from .source import GLOBALS, LocalSource, Source, param_name, raw_expr, shared_names
 
 try:  # torch's batched tensor check (dtype, device, dispatch keys, sizes, strides, requires_grad)
     from torch._C._dynamo.guards import TensorGuards as _TensorGuards
@@ -88,26 +101,76 @@ def _batched_tensor_checks(tensors: list[TensorMatch], guards: GuardSet, consts:
     return out
 
 
+def _sources_of(g: Guard) -> list[Source]:
+    return [s for s in (getattr(g, "source", None), getattr(g, "other", None)) if isinstance(s, Source)]
+
+
+def _shared_sources(ordered: list[Guard]) -> dict:
+    """Sources read (themselves or as the base of another) by more than one check: named."""
+    count: dict = {}
+    for g in ordered:
+        seen = set()
+        for s in _sources_of(g):
+            for part in (s, *s.bases()):
+                if part not in seen:
+                    seen.add(part)
+                    count[part] = count.get(part, 0) + 1
+    shared = [s for s, n in count.items() if n > 1 and not isinstance(s, LocalSource) and s.bases()]
+    return {s: f"___s{i}" for i, s in enumerate(shared)}
+
+
+def _body(groups: list[tuple[list[str], list[str]]]) -> str:
+    """(bindings, checks) groups -> the statements of the guard's `try` block."""
+    lines = []
+    for bindings, checks in groups:
+        lines += [f"            {b}" for b in bindings]
+        if any(not c.startswith("#") for c in checks):
+            chain = "\n".join(f"                {'' if i == 0 or c.startswith('#') else 'and '}{c}"
+                              for i, c in enumerate(checks))
+            lines += ["            if not (", chain, "            ):", "                return False"]
+    lines.append("            return True")
+    return "\n".join(lines) + "\n"
+
+
 def guard_source(guards: GuardSet, params: tuple[str, ...], name: str):
     """Source text defining `___make_guard(G, <consts>)`, the consts to pass, and the ordered guards."""
     ordered = guards.ordered()
     consts = Consts()
+    names = _shared_sources(ordered)
+    groups: list[tuple[list[str], list[str]]] = []
+    bound: set = set()
+
+    def emit(checks_of):
+        """Render one guard's checks; bind the named values they read first (bases first)."""
+        with shared_names(names) as used:
+            checks = checks_of()
+            bindings = []
+            used.update(b for s in list(used) for b in s.bases() if b in names)  # bases first
+            for s in sorted(used - bound, key=lambda s: len(s.bases())):
+                bindings.append(f"{names[s]} = {raw_expr(s)}")  # its named bases are bound above
+                bound.add(s)
+        if bindings or not groups:
+            groups.append((bindings, checks))
+        else:
+            groups[-1][1].extend(checks)
+
     tensors = [g for g in ordered if isinstance(g, TensorMatch)]
+    for g in ordered:
+        if not isinstance(g, TensorMatch):
+            emit(lambda g=g: g.checks(consts))
     batched = _batched_tensor_checks(tensors, guards, consts)
     if batched is not None:
-        checks = [c for g in ordered if not isinstance(g, TensorMatch) for c in g.checks(consts)] + batched
+        emit(lambda: _batched_tensor_checks(tensors, guards, consts))
     else:
-        checks = [c for g in ordered for c in g.checks(consts)]
-    checks = checks or ["True"]
-    chain = "\n".join(f"                {'' if i == 0 or c.startswith('#') else 'and '}{c}"
-                      for i, c in enumerate(checks))
+        for g in tensors:
+            emit(lambda g=g: g.checks(consts))
     free = ", ".join([GLOBALS, *consts.values])
     source = (
         f"# guards of {name}: {len(ordered)} guard(s)\n"
         f"def ___make_guard({free}):\n"
         f"    def guard({', '.join(param_name(p) for p in params)}):\n"
         f"        try:\n"
-        f"            return (\n{chain}\n            )\n"
+        f"{_body(groups)}"
         f"        except Exception:\n"
         f"            return False\n"
         f"    return guard\n")

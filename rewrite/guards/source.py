@@ -9,9 +9,12 @@ globals dict, bound when the guard is generated. So `LocalSource("x").expr()` is
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 GLOBALS = "G"  # the name of the globals dict inside generated code
+_names: dict | None = None  # while a guard closure is generated: source -> the local holding its value
+_used: set | None = None  # the named sources the expressions rendered so far read
 
 
 def param_name(name: str) -> str:
@@ -31,12 +34,54 @@ class Source:
     def expr(self) -> str:
         raise NotImplementedError
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "expr" in cls.__dict__:
+            cls.expr = _shared(cls.__dict__["expr"])
+
+    def bases(self) -> list["Source"]:
+        """The sources this one is read through, nearest first."""
+        base = getattr(self, "base", None)
+        return [base, *base.bases()] if isinstance(base, Source) else []
+
     def name(self) -> str:
         """How the user would write it (used in messages)."""
         return self.expr()
 
     def root(self) -> "Source":
         return self
+
+
+def _shared(render):
+    """`expr()` that, while a guard closure is generated, names a value read more than once
+    by the local it was bound to (see `shared_names`)."""
+    def expr(self):
+        if _names is not None:
+            name = _names.get(self)
+            if name is not None:
+                _used.add(self)
+                return name
+        return render(self)
+    expr.__wrapped__ = render
+    return expr
+
+
+@contextlib.contextmanager
+def shared_names(names: dict):
+    """Render source expressions with `names` (source -> local) substituted; yields the set
+    of named sources rendered so far (the caller binds each before its first use)."""
+    global _names, _used
+    saved = _names, _used
+    _names, _used = names, set()
+    try:
+        yield _used
+    finally:
+        _names, _used = saved
+
+
+def raw_expr(source: Source) -> str:
+    """The source's own expression (its bases may still be named)."""
+    return type(source).expr.__wrapped__(source)
 
 
 @dataclass(frozen=True)
@@ -97,6 +142,25 @@ class ItemSource(Source):
 
     def name(self) -> str:
         return f"{self.base.name()}[{self.index!r}]"
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+@dataclass(frozen=True)
+class ModuleAttrSource(Source):
+    """`module.name` for a submodule, parameter or buffer, read from the dict nn.Module keeps
+    it in (`module._modules['name']`): what `module.name` gives when nothing shadows it, at
+    a dict lookup's cost instead of a call of nn.Module.__getattr__."""
+    base: Source
+    store: str  # "_modules", "_parameters" or "_buffers"
+    attr: str
+
+    def expr(self) -> str:
+        return f"{self.base.expr()}.{self.store}[{self.attr!r}]"
+
+    def name(self) -> str:
+        return f"{self.base.name()}.{self.attr}"
 
     def root(self) -> Source:
         return self.base.root()

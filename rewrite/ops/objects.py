@@ -9,7 +9,7 @@ import torch
 
 from ..errors import Unsupported, python_error
 from ..guards.guard import IdMatch, NotInDictMatch
-from ..guards.source import AttrSource
+from ..guards.source import AttrSource, ModuleAttrSource
 from ..trace.values import (BoundVar, ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var,
                             note_mutation)
 from .core import const, describe, fold, foldable, key_of, python_value, unpack
@@ -125,8 +125,8 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
     if isinstance(value, torch.nn.Module) and static is _MISSING:
         for store in ("_parameters", "_buffers", "_modules"):
             d = value.__dict__.get(store)
-            if d is not None and name in d:
-                return tracer.wrap(d[name], source)
+            if d is not None and name in d:  # what nn.Module.__getattr__ finds: read from that dict
+                return tracer.wrap(d[name], ModuleAttrSource(var.source, store, name) if var.source else None)
     if static is not _MISSING and not hasattr(type(static), "__get__"):
         return tracer.wrap(static, source)  # a plain class attribute
     if static is _MISSING and (inst_dict is None or name not in inst_dict):

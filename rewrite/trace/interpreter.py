@@ -222,8 +222,9 @@ class Tracer:
 def _global_source_for(globals_: dict, root_globals: dict, fn_source: Source | None):
     if globals_ is root_globals:
         return GlobalSource
-    if fn_source is None:
-        return None
+    from ..ops.objects import trusted_globals
+    if fn_source is None or trusted_globals(globals_):
+        return None  # torch's own functions: their globals are constants, as torch's attributes are
     return lambda name: ItemSource(AttrSource(fn_source, "__globals__"), name)
 
 
