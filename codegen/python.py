@@ -146,9 +146,10 @@ class Renderer:
             raise NotImplementedError("get_attr nodes: the python backend takes graphs without module state")
         raise NotImplementedError(f"python backend: node kind {node.op}")
 
-    def render(self, fn_name: str = "forward", params=None, result=None) -> str:
+    def render(self, fn_name: str = "forward", params=None, result=None, on_error=None) -> str:
         """The function's source. By default it takes the placeholders and returns the output
-        tuple; `params` and `result` (a function of the output names) fuse it into an entry."""
+        tuple; `params` and `result` (a function of the output names) fuse it into an entry;
+        `on_error` (lines) runs if one of the graph's statements raises."""
         nodes = list(self.graph.nodes)
         if params is None:
             params = [self.names[n] for n in nodes if n.op == "placeholder"]
@@ -161,6 +162,7 @@ class Renderer:
             if value.op != "placeholder" and user.op != "output":
                 dying.setdefault(user, []).append(self.names[value])
         lines = [f"def {fn_name}({', '.join(params)}):"]
+        body, end = [], []
         for n in nodes:
             if n.op == "placeholder":
                 if self.names[n] != self.inputs.get(n, self.names[n]):
@@ -169,24 +171,27 @@ class Renderer:
             if n.op == "output":
                 outs = [self.arg(o) for o in n.args[0]]
                 if result is None:
-                    lines.append(f"    return {self.arg(n.args[0])}")
+                    end.append(f"    return {self.arg(n.args[0])}")
                 else:
-                    lines += ["    " + line for line in result(outs)]
+                    end += ["    " + line for line in result(outs)]
                 continue
-            lines += ["    " + s for s in self.statement(n)]
+            body += ["    " + s for s in self.statement(n)]
             if n in dying:
-                lines.append(f"    del {', '.join(sorted(dying[n]))}")
-        return "\n".join(lines) + "\n"
+                body.append(f"    del {', '.join(sorted(dying[n]))}")
+        if on_error and body:  # the graph's statements only: what follows them must not run twice
+            body = ["    try:", *("    " + line for line in body), "    except Exception:",
+                    *(f"        {line}" for line in on_error)]
+        return "\n".join(lines + body + end) + "\n"
 
 
-def fused_entry_source(graph: torch.fx.Graph, params, inputs: dict, result, taken) -> tuple[str, dict]:
+def fused_entry_source(graph: torch.fx.Graph, params, inputs: dict, result, taken, on_error=None) -> tuple[str, dict]:
     """An entry function with the graph's statements inlined: no call, no output tuple.
 
     `inputs` maps each placeholder to the expression reading it from the frame, `result`
     turns the list of output names into the statements that end the entry (a `return`).
     """
     r = Renderer(graph, taken=set(params) | set(taken), inputs=inputs)
-    return r.render("entry", params=params, result=result), r.consts
+    return r.render("entry", params=params, result=result, on_error=on_error), r.consts
 
 
 class CompiledGraph:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.fx
+from torch.amp import autocast_mode
+from torch.autograd import grad_mode
 
 from . import codeload, graph_break, logs
 
@@ -189,14 +191,34 @@ def call_backend(cap: Capture, backend_name: str, backend, name: str):
     return gm, compiled
 
 
+# calls a graph makes for their effect on global modes other than grad mode
+MODE_EFFECTS = {autocast_mode._enter_autocast, autocast_mode._exit_autocast, grad_mode._enter_inference_mode,
+                grad_mode._exit_inference_mode}
+
+
+def _on_graph_error(cap: Capture, consts: Consts, miss) -> list[str] | None:
+    """If running the graph raises (a data-dependent error: an index out of range, an integer
+    division by zero), the entry returns MISS and the call runs eagerly: the exception comes
+    from the user's line, meets the user's `except`, and side effects before it happen.
+    Only for graphs that changed nothing before raising (no writes into inputs, no random
+    draws, no mode switches other than grad mode, which is put back); others let it go."""
+    graph = cap.tracer.graph
+    nodes = list(graph.graph.nodes)
+    if graph.clone_inputs or any(n.meta.get("seeded") or n.target in MODE_EFFECTS for n in nodes):
+        return None
+    consts.values["___MISS"] = miss
+    grad = any(n.target is torch._C._set_grad_enabled for n in nodes)
+    return ([f"torch._C._set_grad_enabled({cap.tracer.grad_at_start})"] if grad else []) + ["return ___MISS"]
+
+
 def entry_source(cap: Capture | None, compiled, params, name: str, miss=None, brk=None) -> tuple[str, dict]:
     """Source defining `___make_entry(G, <consts>)`: read graph inputs from the frame, run the
     compiled graph (or its statements, inlined), rebuild the Python result -- or, at a
     graph break, rebuild the frame's values and run the break and the resume function."""
     args = [param_name(p) for p in params]
     consts = cap.consts if cap is not None else Consts()
-    guarded = cap is not None and compiled is not None and cap.tracer.ops_in_try
-    fused = getattr(compiled, "__rewrite_fusable__", None) if brk is None and not guarded else None
+    on_error = _on_graph_error(cap, consts, miss) if compiled is not None else None
+    fused = getattr(compiled, "__rewrite_fusable__", None) if brk is None else None
     if cap is None:  # a fallback entry: the original bytecode runs
         consts.values["___MISS"] = miss
         body = f"def entry({', '.join(args)}):\n    return ___MISS\n"
@@ -204,20 +226,16 @@ def entry_source(cap: Capture | None, compiled, params, name: str, miss=None, br
         from codegen.python import fused_entry_source
         inputs = {node: src.expr() for src, _, node in cap.tracer.graph.inputs}
         body, extra = fused_entry_source(fused, args, inputs, lambda outs: cap.render(outs.__getitem__),
-                                         taken=[GLOBALS, *consts.values])
+                                         taken=[GLOBALS, *consts.values], on_error=on_error)
         consts.values.update(extra)
     else:
         lines = []
         if compiled is not None:
             inputs = ", ".join(src.expr() for src, _, _ in cap.tracer.graph.inputs)
             consts.values["___graph"] = compiled
-            if guarded:  # ops under a try: if the graph raises, the whole call runs eagerly
-                consts.values["___MISS"] = miss
-                grad = any(n.target is torch._C._set_grad_enabled for n in cap.tracer.graph.graph.nodes)
-                lines += ["___grad = torch.is_grad_enabled()"] if grad else []
+            if on_error:
                 lines += ["try:", f"    ___o = ___graph({inputs})", "except Exception:"]
-                lines += ["    torch._C._set_grad_enabled(___grad)"] if grad else []
-                lines += ["    return ___MISS"]
+                lines += [f"    {line}" for line in on_error]
             else:
                 lines.append(f"___o = ___graph({inputs})")
         if brk is None:

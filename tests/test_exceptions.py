@@ -169,3 +169,40 @@ def test_next_on_an_exhausted_iterator_is_stop_iteration():
         return out
 
     both(f, [torch.ones(1), torch.ones(2)])
+
+
+def test_graph_raising_on_later_data_keeps_eagers_side_effects():
+    def f(x, out):
+        out.append(1)
+        return x // x  # integer division by zero raises for some values only
+
+    eager = eager_copy(f)
+    jit(f)
+    assert_same(f(torch.tensor([1, 2]), []), eager(torch.tensor([1, 2]), []))
+    for fn in (f, eager):
+        out = []
+        with pytest.raises(RuntimeError) as info:
+            fn(torch.tensor([0, 1]), out)
+        assert out == [1]
+        assert traceback.extract_tb(info.tb)[1].name == "f"  # raised from the user's frame's code
+    assert len(dispatcher_of(f).entries) == 1
+
+
+def test_write_through_a_view_of_an_empty_input_happens_once():
+    def f(x, w):
+        x[None] = w.sum()
+        return x
+
+    def g(x):
+        x.view(-1).add_(1)
+        return x
+
+    for fn, make, w in ((f, lambda: torch.zeros(0, dtype=torch.int64), torch.ones(0, requires_grad=True)),
+                        (g, lambda: torch.zeros(0), None)):
+        eager = eager_copy(fn)
+        jit(fn)
+        for _ in range(2):
+            a, b = make(), make()
+            assert_same(fn(*[a, w][:fn.__code__.co_argcount]), eager(*[b, w][:fn.__code__.co_argcount]))
+            assert a._version == b._version
+        assert dispatcher_of(fn).compiles == 1

@@ -214,6 +214,8 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
     in_try = frame.in_try()
     if in_try and graph.clone_inputs:
         raise Unsupported(f"{name} inside try/except in a function that writes into its inputs")
+    if in_try and frame.tracer.open_contexts:
+        raise Unsupported(f"{name} inside try/except and inside {frame.tracer.open_contexts[-1].kind}")
     node, result = graph.call(kind, target, tuple(args), dict(kwargs))
     if in_try:
         # an op may fail on later data where eager's `except` would see it: the entry runs the

@@ -155,14 +155,11 @@ class GraphBuilder:
 
 
 def _storage(t: torch.Tensor):
-    """Identifies the memory a tensor views (None: no memory, so no aliasing to speak of)."""
+    """Identifies the storage a tensor views (its views share it, empty ones too)."""
     try:
-        storage = t.untyped_storage()
+        return t.untyped_storage()._cdata
     except Exception:
         return id(t)
-    if storage.nbytes() == 0:
-        return None
-    return (t.device, storage.data_ptr())
 
 
 class WritesInputs(Exception):
