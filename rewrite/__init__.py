@@ -7,12 +7,12 @@
         ...
 """
 from . import config
-from .api import allow_in_graph, disable, dispatcher_of, graph_break, jit
+from .api import allow_in_graph, disable, dispatcher_of, graph_break, jit, mark_dynamic, mark_static
 from .explain import explain
 from .dispatch import reset_all as reset
 from .errors import BackendCompilerFailed, RecompileLimitExceeded, RewriteError, Unsupported
 from codegen import list_backends, register_backend
 
 __all__ = ["jit", "reset", "config", "register_backend", "list_backends", "dispatcher_of", "explain", "disable",
-           "allow_in_graph", "graph_break",
+           "allow_in_graph", "graph_break", "mark_dynamic", "mark_static",
            "RewriteError", "Unsupported", "BackendCompilerFailed", "RecompileLimitExceeded"]

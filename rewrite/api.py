@@ -21,6 +21,18 @@ DISABLED: "weakref.WeakSet" = weakref.WeakSet()  # functions that always run eag
 ALLOWED: "weakref.WeakSet" = weakref.WeakSet()  # functions recorded as one graph node
 
 
+def mark_dynamic(t: torch.Tensor, index) -> None:
+    """Make size `index` (an int or a list of ints) of `t` symbolic in the next compile that reads it."""
+    dims = [index] if isinstance(index, int) else list(index)
+    t._rewrite_dynamic_dims = set(getattr(t, "_rewrite_dynamic_dims", ())) | {d % max(t.dim(), 1) for d in dims}
+
+
+def mark_static(t: torch.Tensor, index) -> None:
+    """Keep size `index` of `t` static (specialized), whatever the policy."""
+    dims = [index] if isinstance(index, int) else list(index)
+    t._rewrite_static_dims = set(getattr(t, "_rewrite_static_dims", ())) | {d % max(t.dim(), 1) for d in dims}
+
+
 def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None = None):
     """Compile `fn` just in time; returns `fn` itself, its `__code__` rewritten.
 

@@ -30,7 +30,8 @@ from .guards.guard import Consts
 from .guards.source import GLOBALS, param_name
 from .trace.graph import WritesInputs
 from .trace.interpreter import Tracer
-from .trace.values import (BoundVar, ConstVar, ExceptionVar, PartialVar, SetVar, DictVar, DictViewVar, InstanceVar, IteratorVar, ListVar, MethodVar,
+from .trace.builder import DynamicPolicy
+from .trace.values import (BoundVar, ConstVar, ExceptionVar, PartialVar, SetVar, SymIntVar, DictVar, DictViewVar, InstanceVar, IteratorVar, ListVar, MethodVar,
                            ObjectVar, ScalarVar, TensorVar, TupleVar, Var)
 
 
@@ -67,15 +68,16 @@ class Capture:
     consts: Consts = field(default_factory=Consts)
 
 
-def capture(code, globals_, params, args) -> Capture:
+def capture(code, globals_, params, args, dynamic=None) -> Capture:
     """Trace on the real inputs; if the code writes into one, again on copies of them (the
-    trace must leave the inputs as they are: the entry does the writing, when it runs)."""
-    tracer = Tracer(code, globals_, params, args)
+    trace must leave the inputs as they are: the entry does the writing, when it runs).
+    `dynamic`: the dispatcher's DynamicPolicy (which sizes are symbols)."""
+    tracer = Tracer(code, globals_, params, args, dynamic=dynamic)
     try:
         try:
             result = tracer.run()
         except WritesInputs:
-            tracer = Tracer(code, globals_, params, args, clone_inputs=True)
+            tracer = Tracer(code, globals_, params, args, clone_inputs=True, dynamic=dynamic)
             result = tracer.run()
     except Unsupported as e:
         e.guards = tracer.guards  # a fallback entry is guarded by what was read before the break
@@ -107,7 +109,7 @@ def plan_outputs(cap: Capture) -> None:
             return build(v)
 
         def build(v: Var) -> str:
-            if isinstance(v, (TensorVar, ScalarVar)):
+            if isinstance(v, (TensorVar, ScalarVar, SymIntVar)):
                 if v.node not in index:
                     index[v.node] = len(cap.graph_outputs)
                     cap.graph_outputs.append(v.node)
@@ -269,7 +271,7 @@ def compile_entry(dispatcher, args) -> Entry:
     code, globals_, params = dispatcher.code, dispatcher.globals, dispatcher.params
     name = f"{dispatcher.qualname.rpartition('.')[2]}_{dispatcher.compiles}"
     try:
-        cap = capture(code, globals_, params, args)
+        cap = capture(code, globals_, params, args, DynamicPolicy(dispatcher.options.dynamic, dispatcher.frame_state))
         plan_outputs(cap)
     except Unsupported as e:
         if dispatcher.options.fullgraph:

@@ -74,6 +74,7 @@ class Dispatcher:
         self.params = prologue_names(code)
         self.entries: list[Entry] = []
         self.compiles = 0
+        self.frame_state: dict = {}  # source -> sizes seen by the first compile (None: made dynamic since)
         self.slot = Slot()
         self.slot.guard, self.slot.entry, self.slot.call = _never, None, self.miss
         self.slot.name = qualname
@@ -196,6 +197,7 @@ class Dispatcher:
     def reset(self) -> None:
         self.entries.clear()
         self.compiles = 0
+        self.frame_state.clear()
         self._warned_limit = False
         self.slot.guard, self.slot.entry, self.slot.call = _never, None, self.miss
 

@@ -22,7 +22,7 @@ def sizes(entries):
 
 def test_newest_and_most_recently_hit_entries_come_first():
     f = make()
-    jit(f)
+    jit(f, dynamic=False)  # one static entry per size
     for n in (1, 2, 3):
         f(torch.ones(n))
     assert sizes(dispatcher_of(f).entries) == [3, 2, 1]
@@ -49,7 +49,7 @@ def test_recompile_limit_runs_eagerly_with_one_warning(monkeypatch):
     monkeypatch.setattr(config, "recompile_limit", 8)
     f = make()
     eager = eager_copy(f)
-    jit(f)
+    jit(f, dynamic=False)
     for n in range(1, 9):
         f(torch.ones(n))
     assert len(dispatcher_of(f).entries) == 8
@@ -68,7 +68,7 @@ def test_recompile_limit_runs_eagerly_with_one_warning(monkeypatch):
 def test_accumulated_recompile_limit(monkeypatch):
     monkeypatch.setattr(config, "accumulated_recompile_limit", 3)
     f = make()
-    jit(f)
+    jit(f, dynamic=False)
     for n in range(1, 4):
         f(torch.ones(n))
     with pytest.warns(RuntimeWarning, match="recompile_limit"):
@@ -79,7 +79,7 @@ def test_accumulated_recompile_limit(monkeypatch):
 def test_recompile_limit_with_fullgraph_raises(monkeypatch):
     monkeypatch.setattr(config, "recompile_limit", 2)
     f = make()
-    jit(f, fullgraph=True)
+    jit(f, fullgraph=True, dynamic=False)
     f(torch.ones(1)), f(torch.ones(2))
     with pytest.raises(rewrite.RecompileLimitExceeded):
         f(torch.ones(3))

@@ -97,11 +97,14 @@ def _batched_tensor_checks(tensors: list[TensorMatch], guards: GuardSet, consts:
     out = [f"type({g.source.expr()}) is {consts.ref(g.type)}" for g in tensors]
     args = ", ".join(g.source.expr() for g in tensors)
     out.append(f"___check_tensors({args})")
+    out += [f"{g.source.expr()}.is_contiguous()" for g in tensors if g.dynamic]  # strides follow the sizes
     out += [f"# {g.describe()}" for g in tensors]
     return out
 
 
 def _sources_of(g: Guard) -> list[Source]:
+    if hasattr(g, "sources"):
+        return g.sources()
     return [s for s in (getattr(g, "source", None), getattr(g, "other", None)) if isinstance(s, Source)]
 
 

@@ -284,21 +284,33 @@ class TensorMatch(Guard):
     type: type
     dtype: torch.dtype
     device: torch.device
-    shape: tuple
-    stride: tuple
+    shape: tuple  # None for a dynamic size
+    stride: tuple  # None for a stride that follows dynamic sizes
     requires_grad: bool
+    dynamic: bool = False  # some sizes are symbols: the tensor must be contiguous
     priority = 4
 
     @classmethod
-    def of(cls, source: Source, t: torch.Tensor) -> "TensorMatch":
-        return cls(source, type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+    def of(cls, source: Source, t: torch.Tensor, dynamic_dims=()) -> "TensorMatch":
+        shape, stride = tuple(t.shape), tuple(t.stride())
+        if dynamic_dims:  # contiguous: stride i is the product of the sizes after i
+            shape = tuple(None if i in dynamic_dims else s for i, s in enumerate(shape))
+            stride = tuple(None if any(j in dynamic_dims for j in range(i + 1, len(shape))) else s
+                           for i, s in enumerate(stride))
+        return cls(source, type(t), t.dtype, t.device, shape, stride, t.requires_grad, bool(dynamic_dims))
 
     def checks(self, c):
         e = self.source.expr()
-        out = [f"type({e}) is {c.ref(self.type)}",
-               f"{e}.dtype is {c.ref(self.dtype)}",
-               f"{e}.shape == {self.shape!r}"]
-        if self.stride == _contiguous_strides(self.shape) and all(s > 1 for s in self.shape):
+        out = [f"type({e}) is {c.ref(self.type)}", f"{e}.dtype is {c.ref(self.dtype)}"]
+        if self.dynamic:
+            out.append(f"{e}.dim() == {len(self.shape)}")
+            out += [f"{e}.size({i}) == {s}" for i, s in enumerate(self.shape) if s is not None]
+            out.append(f"{e}.is_contiguous()")
+        else:
+            out.append(f"{e}.shape == {self.shape!r}")
+        if self.dynamic:
+            pass  # strides: contiguity, checked above
+        elif self.stride == _contiguous_strides(self.shape) and all(s > 1 for s in self.shape):
             # with the shape equal and no size-0/1 dim, contiguous <=> these exact strides
             out.append(f"{e}.is_contiguous()")
         else:
@@ -315,8 +327,10 @@ class TensorMatch(Guard):
 
     def describe(self) -> str:
         grad = ", requires_grad" if self.requires_grad else ""
+        shape = [s if s is not None else "?" for s in self.shape]
+        stride = [s if s is not None else "?" for s in self.stride]
         return (f"{self.source.name()}: {self.type.__name__} {str(self.dtype).rpartition('.')[2]} {self.device} "
-                f"size {list(self.shape)} stride {list(self.stride)}{grad}")
+                f"size {shape} stride {stride}{grad}")
 
     def failure(self, t):
         n = self.source.name()
@@ -329,10 +343,12 @@ class TensorMatch(Guard):
         if t.dim() != len(self.shape):
             return f"tensor '{n}' rank mismatch: expected {len(self.shape)}, actual {t.dim()}"
         for i, (want, have) in enumerate(zip(self.shape, t.shape)):
-            if want != have:
+            if want is not None and want != have:
                 return f"tensor '{n}' size mismatch at index {i}: expected {want}, actual {have}"
+        if self.dynamic and not t.is_contiguous():
+            return f"tensor '{n}' is not contiguous (traced with dynamic sizes, contiguous)"
         for i, (want, have) in enumerate(zip(self.stride, t.stride())):
-            if want != have:
+            if want is not None and want != have:
                 return f"tensor '{n}' stride mismatch at index {i}: expected {want}, actual {have}"
         if t.requires_grad != self.requires_grad:
             return f"tensor '{n}' requires_grad mismatch: expected {self.requires_grad}, actual {t.requires_grad}"
@@ -403,3 +419,35 @@ class StateMatch(Guard):
 
     def failure(self, now):
         return None if now == self.value else f"{self.source.expr()} is {now} (traced with {self.value})"
+
+
+@dataclass(frozen=True)
+class ShapeMatch(Guard):
+    """A relation between sizes the trace relied on (`s0 > 100`, `s0 == s1`), checked as
+    plain Python over the sizes' sources (`x.size(0) > 100`)."""
+    relation: object  # a sympy relational over the symbols below
+    symbols: tuple  # ((symbol, the source of its size), ...)
+    source: Source = None
+    priority = 7
+
+    def __post_init__(self):
+        object.__setattr__(self, "source", self.symbols[0][1])
+
+    def sources(self) -> list:
+        return [src for _, src in self.symbols]
+
+    def checks(self, c):
+        from ..shapes import to_python
+        by_symbol = dict(self.symbols)
+        return [to_python(self.relation, lambda s: by_symbol[s].expr())]
+
+    def read(self, globals_, scope):
+        return {sym: eval(src.expr(), {GLOBALS: globals_}, scope) for sym, src in self.symbols}
+
+    def failure(self, values):
+        if bool(self.relation.xreplace(values)):
+            return None
+        from ..shapes import to_python
+        by_symbol = dict(self.symbols)
+        now = ", ".join(f"{src.name()} = {values[sym]}" for sym, src in self.symbols)
+        return f"{to_python(self.relation, lambda s: by_symbol[s].name())} is false ({now})"

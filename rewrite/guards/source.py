@@ -167,6 +167,22 @@ class ModuleAttrSource(Source):
 
 
 @dataclass(frozen=True)
+class SizeSource(Source):
+    """`tensor.size(dim)`: a dynamic size."""
+    base: Source
+    dim: int
+
+    def expr(self) -> str:
+        return f"{self.base.expr()}.size({self.dim})"
+
+    def name(self) -> str:
+        return f"{self.base.name()}.size({self.dim})"
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+@dataclass(frozen=True)
 class CellContentsSource(Source):
     """`<base>.cell_contents` where base evaluates to a cell (closures of inlined functions)."""
     base: Source

@@ -13,7 +13,7 @@ import torch
 from ..errors import Unsupported, python_error
 from ..guards.guard import HasAttrMatch
 from ..guards.source import AttrSource
-from ..trace.values import (BoundVar, ConstVar, ExceptionVar, GradModeVar, InstanceVar, PartialVar, RecordedContextVar, SetVar,
+from ..trace.values import (BoundVar, ConstVar, ExceptionVar, GradModeVar, InstanceVar, PartialVar, RecordedContextVar, SetVar, SymIntVar,
                             SuperVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar,
                             TensorVar, TupleVar, Var)
 from .core import DATA_DEPENDENT_HINT, const, describe, fold, foldable, key_of, python_value, unpack
@@ -48,6 +48,8 @@ def python_type(v: Var) -> type:
         return type(getattr({}, v.kind)())
     if isinstance(v, (InstanceVar, ExceptionVar)):
         return v.cls
+    if isinstance(v, SymIntVar):
+        return int
     if isinstance(v, SetVar):
         return frozenset if v.frozen else set
     if isinstance(v, PartialVar):
@@ -63,8 +65,10 @@ def python_type(v: Var) -> type:
 def _len(frame, args, kwargs):
     (v,) = args
     if isinstance(v, TensorVar):
-        from .tensors import tensor_len
-        return ConstVar(tensor_len(v))
+        from .tensors import sym_size, tensor_len
+        if v.sym is not None and v.value.dim() and not isinstance(v.sym[0], int):
+            return sym_size(frame, v, 0)
+        return ConstVar(tensor_len(frame, v))
     if isinstance(v, (TupleVar, ListVar, DictVar)):
         return ConstVar(len(v.items))
     if isinstance(v, DictViewVar):

@@ -8,7 +8,7 @@ import torch
 
 from ..errors import PythonError, Unsupported, python_error
 from ..trace.values import (BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExceptionVar, FunctionVar, InstanceVar,
-                            IteratorVar, ListVar, MethodVar, SetVar,
+                            IteratorVar, ListVar, MethodVar, SetVar, SymIntVar,
                             ObjectVar, ScalarVar, TensorVar, TupleVar, Var)
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
@@ -54,6 +54,8 @@ def foldable(v: Var) -> bool:
         return all(foldable(i) for i in v.args)
     if isinstance(v, SetVar):
         return all(k[0] == "value" for k in v.items)
+    if isinstance(v, SymIntVar):
+        return True  # its value specializes the entry (see SymIntVar.python_value)
     if isinstance(v, ObjectVar):
         return isinstance(v.value, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType))
     return False
@@ -91,6 +93,8 @@ def describe(v: Var) -> str:
         return f"object of type {v.cls.__qualname__}"
     if isinstance(v, SetVar):
         return "a frozenset" if v.frozen else "a set"
+    if isinstance(v, SymIntVar):
+        return f"a symbolic size {v.expr}"
     if isinstance(v, BoundVar):
         return f"method {v.func.__qualname__}"
     return {TupleVar: "a tuple", ListVar: "a list", DictVar: "a dict", IteratorVar: "an iterator",
@@ -99,7 +103,7 @@ def describe(v: Var) -> str:
 
 def key_of(v: Var):
     """A dict key: the real hashable value."""
-    if isinstance(v, ConstVar) or (isinstance(v, TupleVar) and foldable(v)):
+    if isinstance(v, (ConstVar, SymIntVar)) or (isinstance(v, TupleVar) and foldable(v)):
         key = v.python_value()
         fold(hash, key)  # unhashable: the user's TypeError
         return key
@@ -109,10 +113,19 @@ def key_of(v: Var):
 
 
 def make_slice(parts: list[Var]) -> Var:
+    """A slice of constants; symbolic bounds stay in it as Vars (a tensor slice keeps them
+    symbolic, anything else specializes them: see `plain_slice`)."""
     for p in parts:
-        if not isinstance(p, ConstVar):
+        if not isinstance(p, (ConstVar, SymIntVar)):
             raise Unsupported(f"slice bound {describe(p)}")
-    return ConstVar(slice(*(p.value for p in parts)))
+    return ConstVar(slice(*(p if isinstance(p, SymIntVar) else p.value for p in parts)))
+
+
+def plain_slice(v):
+    """A slice with its symbolic bounds specialized (for Python sequences)."""
+    if isinstance(v, slice) and any(isinstance(p, SymIntVar) for p in (v.start, v.stop, v.step)):
+        return slice(*(p.python_value() if isinstance(p, SymIntVar) else p for p in (v.start, v.stop, v.step)))
+    return v
 
 
 def _real_identity(v: Var):
@@ -134,6 +147,9 @@ def is_same(a: Var, b: Var, frame=None) -> bool:
 def truthy(frame, v: Var) -> bool:
     if isinstance(v, ConstVar):
         return bool(v.value)
+    if isinstance(v, SymIntVar):
+        import sympy
+        return v.env.decide(sympy.Ne(v.expr, 0))
     if isinstance(v, (TupleVar, ListVar, DictVar, SetVar)):
         return len(v.items) > 0
     if isinstance(v, DictViewVar):
@@ -183,7 +199,7 @@ def unpack(frame, v: Var) -> list[Var]:
         return [const(x) for x in v.value]
     if isinstance(v, TensorVar):
         from .tensors import tensor_len
-        return [getitem(frame, v, ConstVar(i)) for i in range(tensor_len(v))]
+        return [getitem(frame, v, ConstVar(i)) for i in range(tensor_len(frame, v))]
     if isinstance(v, ObjectVar):
         from .modules import iterate_modules
         items = iterate_modules(frame, v)
@@ -265,7 +281,7 @@ def getitem(frame, obj: Var, index: Var) -> Var:
         if picked is not None:
             return picked
     if isinstance(obj, (TupleVar, ListVar)):
-        i = python_value(index, "an index into a sequence")
+        i = plain_slice(python_value(index, "an index into a sequence"))
         try:
             picked = obj.items[i]
         except IndexError:
@@ -284,7 +300,7 @@ def getitem(frame, obj: Var, index: Var) -> Var:
             raise python_error(KeyError, key)
         return obj.items[key]
     if isinstance(obj, ConstVar):
-        return const(fold(operator.getitem, obj.value, python_value(index, "an index")))
+        return const(fold(operator.getitem, obj.value, plain_slice(python_value(index, "an index"))))
     from .instances import call_dunder
     user = call_dunder(frame, obj, "__getitem__", index)
     if user is not None:
@@ -301,7 +317,7 @@ def setitem(frame, obj: Var, index: Var, value: Var) -> None:
         from .objects import mutating
         mutating(frame, obj)
     if isinstance(obj, ListVar):
-        i = python_value(index, "a list index")
+        i = plain_slice(python_value(index, "a list index"))
         if isinstance(i, slice):
             fold(operator.setitem, obj.items, i, unpack(frame, value))
         else:
@@ -321,7 +337,7 @@ def delitem(frame, obj: Var, index: Var) -> None:
         from .objects import mutating
         mutating(frame, obj)
     if isinstance(obj, ListVar):
-        fold(operator.delitem, obj.items, python_value(index, "a list index"))
+        fold(operator.delitem, obj.items, plain_slice(python_value(index, "a list index")))
         return
     if isinstance(obj, DictVar):
         fold(operator.delitem, obj.items, key_of(index))

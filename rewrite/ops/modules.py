@@ -83,8 +83,8 @@ def index_modules(frame, var: Var, index: Var):
     mods = container_modules(frame, var)
     if mods is None:
         return None
-    from .core import python_value
-    key = python_value(index, "a module index")
+    from .core import plain_slice, python_value
+    key = plain_slice(python_value(index, "a module index"))
     if isinstance(var.value, torch.nn.ModuleDict):
         if key not in mods.items:
             raise Unsupported(f"ModuleDict has no key {key!r} (the call raises eagerly)")

@@ -6,7 +6,7 @@ import operator
 import torch
 
 from ..errors import Unsupported
-from ..trace.values import ConstVar, ListVar, ScalarVar, TensorVar, TupleVar, Var
+from ..trace.values import ConstVar, ListVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var
 from .core import const, describe, fold, foldable, unpack
 
 BINARY = {
@@ -27,6 +27,10 @@ OPERATOR_FUNCTIONS = {fn: sym for sym, fn in BINARY.items()}
 
 def binary(frame, sym: str, a: Var, b: Var) -> Var:
     fn = BINARY[sym]
+    if isinstance(a, SymIntVar) or isinstance(b, SymIntVar):
+        result = symint_op(frame, BINARY[sym[:-1]] if sym in INPLACE else fn, a, b)
+        if result is not None:
+            return result
     from .sets import binary as set_binary
     result = set_binary(frame, fn, a, b)
     if result is not None:
@@ -89,6 +93,8 @@ def unary(frame, sym: str, a: Var) -> Var:
         return call_function(frame, fn, (a,), {})
     if isinstance(a, ScalarVar):
         return _scalar_op(frame, fn, a)
+    if isinstance(a, SymIntVar) and fn in (operator.neg, operator.pos):
+        return symint_op(frame, fn, a)
     if foldable(a):
         return const(fold(fn, a.python_value()))
     from .instances import call_dunder
@@ -96,6 +102,26 @@ def unary(frame, sym: str, a: Var) -> Var:
     if user is not None:
         return user
     raise Unsupported(f"unary {sym} on {describe(a)}")
+
+
+def symint_op(frame, fn, *args: Var) -> Var | None:
+    """Arithmetic and comparisons on symbolic sizes: `+ - * // %` stay symbolic (a node and
+    an expression); a comparison is decided now and becomes a guard. None: not for sizes."""
+    from ..shapes import RELATIONS, SYMPY_OPS
+    if not all(isinstance(a, SymIntVar) or isinstance(a, ConstVar) and type(a.value) is int for a in args):
+        return None
+    exprs = [a.expr if isinstance(a, SymIntVar) else a.value for a in args]
+    env = next(a.env for a in args if isinstance(a, SymIntVar))
+    if fn in RELATIONS:
+        return ConstVar(env.decide(RELATIONS[fn](*exprs)))
+    if fn not in SYMPY_OPS:
+        return None  # `/`, `**`, bit operations: on the specialized values
+    value = fold(fn, *(a.value for a in args))
+    expr = SYMPY_OPS[fn](*exprs)
+    if expr.is_Integer:
+        return ConstVar(int(expr))
+    node = frame.tracer.graph.int_node("call_function", fn, args, value)
+    return SymIntVar(node, expr, value, env)
 
 
 def _scalar_op(frame, fn, *args: Var) -> ScalarVar:

@@ -12,7 +12,7 @@ import torch
 
 from ..errors import Unsupported
 from .. import config
-from ..trace.values import ConstVar, DictVar, ListVar, MethodVar, ScalarVar, TensorVar, TupleVar, Var
+from ..trace.values import ConstVar, DictVar, ListVar, MethodVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var
 from .core import const, describe, fold, foldable
 
 # --- tensor attributes --------------------------------------------------------------------
@@ -91,15 +91,63 @@ def _shape_known(frame, var: TensorVar, what: str) -> None:
         raise Unsupported(f"{what} of a tensor whose shape depends on data (from {var.node.meta['data_dependent_shape']})")
 
 
-def tensor_len(var: TensorVar) -> int:
+def tensor_len(frame, var: TensorVar) -> int:
+    """len(x) as an int (a symbolic first size is specialized: the caller needs a number)."""
     if var.node.meta.get("data_dependent_shape"):
         raise Unsupported("len() of a tensor whose shape depends on data")
     if var.value.dim() == 0:
         raise Unsupported("len() of a 0-d tensor (the call raises eagerly)")
-    return var.value.shape[0]
+    return frame.tracer.shape_env.specialize(var.shape()[0])
+
+
+def sym_size(frame, var: TensorVar, d: int) -> Var:
+    """Size `d` of a tensor: an int, or (a dynamic size) a SymIntVar computed by `x.size(d)`."""
+    size = var.shape()[d]
+    if isinstance(size, int):
+        return ConstVar(size)
+    env = frame.tracer.shape_env
+    value = int(var.value.shape[d])
+    node = frame.tracer.graph.int_node("call_method", "size", (var, d), value)
+    return SymIntVar(node, size, value, env)
+
+
+def sym_numel(frame, var: TensorVar) -> Var:
+    import sympy
+    shape = var.shape()
+    if all(isinstance(s, int) for s in shape):
+        return ConstVar(int(var.value.numel()))
+    node = frame.tracer.graph.int_node("call_method", "numel", (var,), int(var.value.numel()))
+    return SymIntVar(node, sympy.Mul(*shape), int(var.value.numel()), frame.tracer.shape_env)
+
+
+def _symbolic_meta(frame, var: TensorVar, name: str, args) -> Var | None:
+    """shape, size(), size(d), numel(), len() of a tensor with symbolic sizes."""
+    if var.sym is None:
+        return None
+    n = len(var.sym)
+    if name == "shape" or (name == "size" and not args):
+        return TupleVar([sym_size(frame, var, d) for d in range(n)], py_type=torch.Size)
+    if name == "size":
+        d = args[0].value if isinstance(args[0], ConstVar) else None
+        if type(d) is not int or not -n <= d < n:
+            return None
+        return sym_size(frame, var, d % n)
+    if name in ("numel", "nelement"):
+        return sym_numel(frame, var)
+    if name == "__len__" and n:
+        return sym_size(frame, var, 0)
+    if name in ("stride", "is_contiguous", "nbytes"):
+        for s in var.sym:  # strides follow the sizes: known for these sizes only
+            if not isinstance(s, int):
+                frame.tracer.shape_env.specialize(s)
+    return None
 
 
 def getattr_tensor(frame, var: TensorVar, name: str) -> Var:
+    if name in META_ATTRS and var.sym is not None:
+        sym = _symbolic_meta(frame, var, name, ())
+        if sym is not None:
+            return sym
     if name in META_ATTRS:
         if META_ATTRS[name]:
             _shape_known(frame, var, f".{name}")
@@ -139,6 +187,10 @@ def _autograd_attr(frame, var: TensorVar, name: str) -> Var:
 def call_method(frame, name: str, args: list[Var], kwargs: dict[str, Var]) -> Var:
     """`args[0].name(*args[1:], **kwargs)` where args[0] is a TensorVar."""
     self = args[0]
+    if name in META_METHODS and self.sym is not None:
+        sym = _symbolic_meta(frame, self, name, args[1:])
+        if sym is not None:
+            return sym
     if name in META_METHODS:
         if META_METHODS[name]:
             _shape_known(frame, self, f".{name}()")
@@ -238,6 +290,9 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
     if dd is not None and isinstance(result, (tuple, list)):
         raise Unsupported(f"{name} of a tensor whose shape depends on data: the number of results does too")
     var = graph.wrap_result(node, result)
+    from .shape_rules import propagate
+    propagate(frame.tracer.shape_env, name if isinstance(name, str) else getattr(name, "__name__", ""),
+              args, kwargs, var)
     if dd is not None:
         for t in _tensors([var], {}):
             t.node.meta["data_dependent_shape"] = dd

@@ -35,7 +35,7 @@ import torch
 
 from ..errors import Unsupported
 from ..guards.guard import AliasMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch
-from ..guards.source import AttrSource, ItemSource
+from ..guards.source import AttrSource, ItemSource, SizeSource
 from .values import BoundVar, ConstVar, PartialVar, DictVar, GradModeVar, ListVar, ObjectVar, TupleVar
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
@@ -47,6 +47,39 @@ IDENTITY = (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, typ
 
 
 IDENTITY_BEARING = (list, dict, tuple)  # and tensors, and instances: `is` between them is observable
+
+
+class DynamicPolicy:
+    """Which sizes of an input are symbols, as Dynamo decides it:
+
+    * `jit(dynamic=False)`: none; `jit(dynamic=True)`: all;
+    * by default ("automatic dynamic"): the first compile is static; a size that differs from
+      what the first compile saw (in `frame_state`, kept per function) is dynamic from then on;
+    * `rewrite.mark_dynamic(t, d)` makes size d of that tensor dynamic, `mark_static` static;
+    * sizes 0 and 1 are never dynamic, nor the sizes of a non-contiguous tensor.
+    """
+
+    def __init__(self, option: bool | None, frame_state: dict):
+        self.option = option
+        self.frame_state = frame_state
+
+    def dims(self, source, value) -> frozenset:
+        shape = tuple(value.shape)
+        seen = self.frame_state.get(source)
+        if seen is None or len(seen) != len(shape):
+            self.frame_state[source] = seen = shape
+        changed = {i for i, (was, now) in enumerate(zip(seen, shape)) if was is None or was != now}
+        if changed:  # remembered as dynamic for every later compile
+            self.frame_state[source] = tuple(None if i in changed else s for i, s in enumerate(seen))
+        if self.option is False:
+            return frozenset()
+        dims = set(range(len(shape))) if self.option else changed
+        dims |= set(getattr(value, "_rewrite_dynamic_dims", ()))
+        dims -= set(getattr(value, "_rewrite_static_dims", ()))
+        dims = {d for d in dims if shape[d] >= 2}
+        if dims and not value.is_contiguous():
+            return frozenset()
+        return frozenset(dims)
 
 
 def wrap(tracer, value, source):
@@ -70,8 +103,14 @@ def _wrap(tracer, value, source, t, add):
             raise Unsupported("a tensor the tracer cannot locate as an input (no source)")
         if value.layout is not torch.strided:
             raise Unsupported(f"a {value.layout} tensor input (only strided tensors are traced)")
-        tracer.guards.add(TensorMatch.of(source, value), example=value)
-        return tracer.graph.placeholder(source, value)
+        dims = tracer.dynamic.dims(source, value)
+        tracer.guards.add(TensorMatch.of(source, value, dims), example=value)
+        var = tracer.graph.placeholder(source, value)
+        if dims and var.sym is None:
+            var.sym = tuple(tracer.shape_env.size(n, SizeSource(source, i)) if i in dims else n
+                            for i, n in enumerate(value.shape))
+            var.node.meta["sym_shape"] = var.sym
+        return var
     if t in SCALARS:
         add(EqualsMatch(source, value))
         return ConstVar(value, source)

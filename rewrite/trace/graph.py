@@ -16,7 +16,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..errors import Unsupported, UserError
 from ..guards.source import Source
-from .values import ConstVar, DictVar, ListVar, ObjectVar, ScalarVar, TensorVar, TupleVar, Var, make_tuple
+from .values import (ConstVar, DictVar, ListVar, ObjectVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var,
+                     make_tuple)
 
 
 class GraphBuilder:
@@ -101,6 +102,13 @@ class GraphBuilder:
     def original(self, value: torch.Tensor) -> torch.Tensor:
         """The caller's tensor a graph input's example value stands for."""
         return self._originals.get(id(value), value)
+
+    def int_node(self, kind: str, target, args: tuple, value: int):
+        """A node computing a Python int from sizes (`x.size(0)`, `a * b`); not counted as an op."""
+        node = self.graph.create_node(kind, target, tuple(_fx(a) for a in args), {})
+        node.meta["example_value"] = value
+        self._created.append(node)
+        return node
 
     def set_grad(self, enabled: bool) -> None:
         """Record a grad-mode switch (a `with torch.no_grad()` edge); not counted as an op."""
@@ -224,8 +232,10 @@ class _InputWriteCheck(TorchDispatchMode):
 
 
 def _real(obj):
-    if isinstance(obj, (TensorVar, ScalarVar)):
+    if isinstance(obj, (TensorVar, ScalarVar, SymIntVar)):
         return obj.value
+    if isinstance(obj, ConstVar) and isinstance(obj.value, slice):
+        return _real(obj.value)  # its bounds may be symbolic sizes
     if isinstance(obj, (ConstVar, ObjectVar)):
         return obj.value
     if isinstance(obj, TupleVar):
@@ -248,10 +258,10 @@ def _real(obj):
 
 
 def _fx(obj):
-    if isinstance(obj, (TensorVar, ScalarVar)):
+    if isinstance(obj, (TensorVar, ScalarVar, SymIntVar)):
         return obj.node
     if isinstance(obj, ConstVar):
-        return obj.value
+        return _fx(obj.value) if isinstance(obj.value, slice) else obj.value
     if isinstance(obj, ObjectVar):
         if not isinstance(obj.value, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)):
             # an instance is guarded by its type only: its value must not be baked into the graph

@@ -97,8 +97,12 @@ class Tracer:
     """One trace of one call: the graph, the guards and the wrapped inputs."""
 
     def __init__(self, code: types.CodeType, globals_: dict, names: tuple[str, ...], args: tuple,
-                 clone_inputs: bool = False):
+                 clone_inputs: bool = False, dynamic=None):
+        from ..shapes import ShapeEnv
+        from .builder import DynamicPolicy
         self.code = code
+        self.dynamic = dynamic if dynamic is not None else DynamicPolicy(None, {})
+        self.shape_env = ShapeEnv()
         self.globals = globals_
         self.graph = GraphBuilder(clone_inputs)
         self.guards = GuardSet()
@@ -128,6 +132,8 @@ class Tracer:
         try:
             return self.root.run()
         finally:  # the ops ran for real under the traced modes: leave them as the caller had them
+            for guard in self.shape_env.guards():  # what the trace assumed of symbolic sizes
+                self.guards.add(guard)
             from ..ops.contexts import close
             while self.open_contexts:
                 close(self, self.open_contexts[-1])

@@ -5,6 +5,7 @@ tables in `rewrite/ops`, keyed by the underlying Python object or its type.
 
 * TensorVar   -- a tensor in the graph: its fx node and the real tensor computed while tracing
 * ScalarVar   -- a Python number computed in the graph (`.item()` with config.capture_scalar_outputs)
+* SymIntVar   -- a Python int computed from symbolic sizes (`x.size(0)` of a dynamic size)
 * ConstVar    -- an immutable Python value known at trace time (int, str, dtype, range, slice, ...)
 * TupleVar / ListVar / DictVar -- containers of Vars (ListVar/DictVar created while tracing are mutable)
 * SetVar      -- a set or frozenset made while tracing
@@ -58,12 +59,16 @@ class Var:
 
 
 class TensorVar(Var):
-    __slots__ = ("node", "value")
+    __slots__ = ("node", "value", "sym")
 
-    def __init__(self, node, value, source=None):
+    def __init__(self, node, value, source=None, sym=None):
         super().__init__(source)
         self.node = node
         self.value = value
+        self.sym = sym  # sizes (ints and sympy expressions) when some are symbolic, else None
+
+    def shape(self) -> tuple:
+        return self.sym if self.sym is not None else tuple(self.value.shape)
 
     def __repr__(self):
         return f"TensorVar({self.node.name}: {str(self.value.dtype)[6:]}{list(self.value.shape)})"
@@ -82,6 +87,26 @@ class ScalarVar(Var):
 
     def __repr__(self):
         return f"ScalarVar({self.node.name}: {type(self.value).__name__})"
+
+
+class SymIntVar(Var):
+    """A Python int the graph computes from symbolic sizes (`x.size(0)`, `n * 2`): its sympy
+    expression, its value now (the hint), and the fx node that computes it at run time."""
+    __slots__ = ("node", "expr", "value", "env")
+
+    def __init__(self, node, expr, value: int, env, source=None):
+        super().__init__(source)
+        self.node = node
+        self.expr = expr
+        self.value = value
+        self.env = env  # the trace's ShapeEnv (where a decision on it becomes a guard)
+
+    def python_value(self):
+        """Its value, for code that needs a plain int: the entry is then specialized to it."""
+        return self.env.specialize(self.expr)
+
+    def __repr__(self):
+        return f"SymIntVar({self.expr} = {self.value})"
 
 
 class ConstVar(Var):

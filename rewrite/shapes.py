@@ -1,0 +1,158 @@
+"""Symbolic sizes: one ShapeEnv per trace, sympy symbols for the dynamic dimensions.
+
+A dimension is dynamic when the policy says so (`jit(dynamic=True)`, `mark_dynamic`, or
+automatically: it changed since the function's first compile). Its size becomes a symbol
+(`s0`), with the size seen now as the symbol's *hint*; the trace still runs every op on the
+real tensors, so hints are always at hand. Two dynamic sizes equal now share one symbol
+(duck sizing), which the guards check. Sizes 0 and 1 are never dynamic.
+
+Whatever the trace decides from a symbolic size is recorded as a relation that must hold
+(`s0 > 100`, `s0 == 5` when a size is specialized), and the guard closure checks each
+relation as plain Python over the sizes (`x.size(0) > 100`): no sympy at call time.
+"""
+from __future__ import annotations
+
+import operator
+
+import sympy
+
+from . import logs
+from .guards.source import Source
+
+
+class FloorDiv(sympy.Function):
+    """Python's `//` on sizes (non-negative)."""
+    is_integer = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) // int(b))
+        if b == 1:
+            return a
+        if a == 0:
+            return sympy.Integer(0)
+        return None
+
+
+class PyMod(sympy.Function):
+    """Python's `%` on sizes (non-negative)."""
+    is_integer = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) % int(b))
+        if b == 1:
+            return sympy.Integer(0)
+        return None
+
+
+SYMPY_OPS = {operator.add: lambda a, b: a + b, operator.sub: lambda a, b: a - b,
+             operator.mul: lambda a, b: a * b, operator.floordiv: FloorDiv, operator.mod: PyMod,
+             operator.neg: lambda a: -a}
+RELATIONS = {operator.lt: sympy.Lt, operator.le: sympy.Le, operator.gt: sympy.Gt, operator.ge: sympy.Ge,
+             operator.eq: sympy.Eq, operator.ne: sympy.Ne}
+
+
+class ShapeEnv:
+    def __init__(self):
+        self.hints: dict[sympy.Symbol, int] = {}
+        self.sources: dict[sympy.Symbol, list[Source]] = {}
+        self._by_hint: dict[int, sympy.Symbol] = {}
+        self.relations: dict[sympy.Basic, None] = {}  # what the entry assumes, in order
+        self.log = logs.get("dynamic") if logs.enabled("dynamic") else None
+
+    def __bool__(self):
+        return bool(self.hints)
+
+    # -- symbols ---------------------------------------------------------------------------------
+    def size(self, hint: int, source: Source) -> sympy.Symbol:
+        """The symbol of a dynamic size read from `source` (equal sizes share one)."""
+        sym = self._by_hint.get(hint)
+        if sym is None:
+            sym = sympy.Symbol(f"s{len(self.hints)}", integer=True, positive=True)
+            self._by_hint[hint] = sym
+            self.hints[sym] = hint
+            self.sources[sym] = []
+            if self.log:
+                self.log.debug("create symbol %s = %d for %s", sym, hint, source.name())
+        self.sources[sym].append(source)
+        return sym
+
+    def hint(self, expr) -> int:
+        if isinstance(expr, int):
+            return expr
+        return int(expr.xreplace(self.hints))
+
+    # -- decisions -------------------------------------------------------------------------------
+    def decide(self, rel: sympy.Basic) -> bool:
+        """The truth of `rel` now; the entry is valid only while it stays so (a guard)."""
+        if rel in (sympy.true, sympy.false):
+            return bool(rel)
+        value = bool(rel.xreplace(self.hints))
+        fact = rel if value else rel.negated
+        if fact not in (sympy.true, sympy.false) and fact not in self.relations:
+            self.relations[fact] = None
+            if self.log:
+                self.log.debug("guard %s", fact)
+        return value
+
+    def specialize(self, expr) -> int:
+        """The value of `expr` now, made a guard for each symbol in it (`s0 == 5`)."""
+        if isinstance(expr, int) or expr.is_Integer:
+            return int(expr)
+        for sym in expr.free_symbols:
+            self.decide(sympy.Eq(sym, self.hints[sym]))
+        return self.hint(expr)
+
+    def equal(self, a, b) -> bool:
+        """Whether two sizes are equal now (guarded when either is symbolic)."""
+        if isinstance(a, int) and isinstance(b, int):
+            return a == b
+        return self.decide(sympy.Eq(a, b))
+
+    # -- guards ----------------------------------------------------------------------------------
+    def guards(self) -> list:
+        """Everything the entry assumes, as guards: each symbol >= 2 (sizes 0 and 1 get their
+        own entries), the other sources of a symbol equal to its first, then the relations."""
+        from .guards.guard import ShapeMatch
+        first = {sym: srcs[0] for sym, srcs in self.sources.items()}
+        out = [ShapeMatch(sympy.Ge(sym, 2), ((sym, first[sym]),)) for sym in self.hints]
+        for sym, srcs in self.sources.items():
+            for i, src in enumerate(srcs[1:]):
+                other = sympy.Symbol(f"{sym.name}_{i + 1}", integer=True, positive=True)
+                out.append(ShapeMatch(sympy.Eq(other, sym), ((other, src), (sym, first[sym]))))
+        for rel in self.relations:
+            out.append(ShapeMatch(rel, tuple((sym, first[sym]) for sym in sorted(rel.free_symbols, key=str))))
+        return out
+
+
+def to_python(expr, name_of) -> str:
+    """A relation or size expression as Python source, symbols rendered by `name_of`."""
+    if isinstance(expr, sympy.Symbol):
+        return name_of(expr)
+    if isinstance(expr, (int, sympy.Integer)):
+        return str(int(expr))
+    if expr is sympy.true or expr is sympy.false:
+        return str(bool(expr))
+    args = [to_python(a, name_of) for a in expr.args]
+    if isinstance(expr, sympy.Add):
+        return "(" + " + ".join(args) + ")"
+    if isinstance(expr, sympy.Mul):
+        return "(" + " * ".join(args) + ")"
+    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
+        return f"({args[0]} ** {int(expr.exp)})"
+    if isinstance(expr, FloorDiv):
+        return f"({args[0]} // {args[1]})"
+    if isinstance(expr, (PyMod, sympy.Mod)):
+        return f"({args[0]} % {args[1]})"
+    if isinstance(expr, sympy.Min):
+        return f"min({', '.join(args)})"
+    if isinstance(expr, sympy.Max):
+        return f"max({', '.join(args)})"
+    ops = {sympy.Eq: "==", sympy.Ne: "!=", sympy.Lt: "<", sympy.Le: "<=", sympy.Gt: ">", sympy.Ge: ">="}
+    for cls, op in ops.items():
+        if isinstance(expr, cls):
+            return f"{args[0]} {op} {args[1]}"
+    raise NotImplementedError(f"rendering {type(expr).__name__} {expr}")
