@@ -1,6 +1,6 @@
 """REWRITE_LOGS: comma-separated categories (or `all`) printed through `logging`.
 
-Categories: graph_breaks, recompiles, guards, bytecode, trace, output_code.
+Categories: graph_breaks, recompiles, guards, bytecode, trace, output_code, dynamic.
 Each is a child of the `rewrite` logger (`logging.getLogger("rewrite.guards")`, ...).
 """
 from __future__ import annotations

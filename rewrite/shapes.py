@@ -61,15 +61,25 @@ class ShapeEnv:
         self.sources: dict[sympy.Symbol, list[Source]] = {}
         self._by_hint: dict[int, sympy.Symbol] = {}
         self.relations: dict[sympy.Basic, None] = {}  # what the entry assumes, in order
+        self.int_symbols: set = set()  # symbols of int arguments: a decision on one specializes it
         self.log = logs.get("dynamic") if logs.enabled("dynamic") else None
 
     def __bool__(self):
         return bool(self.hints)
 
     # -- symbols ---------------------------------------------------------------------------------
-    def size(self, hint: int, source: Source) -> sympy.Symbol:
-        """The symbol of a dynamic size read from `source` (equal sizes share one)."""
-        sym = self._by_hint.get(hint)
+    def size(self, hint: int, source: Source, integer: bool = False) -> sympy.Symbol:
+        """The symbol of a dynamic size read from `source` (equal sizes share one), or with
+        `integer`, of an int argument (its own symbol; a branch on it specializes it)."""
+        sym = self._by_hint.get(hint) if not integer else None
+        if integer:
+            sym = sympy.Symbol(f"s{len(self.hints)}", integer=True, positive=True)
+            self.hints[sym] = hint
+            self.sources[sym] = [source]
+            self.int_symbols.add(sym)
+            if self.log:
+                self.log.debug("create symbol %s = %d for int %s", sym, hint, source.name())
+            return sym
         if sym is None:
             sym = sympy.Symbol(f"s{len(self.hints)}", integer=True, positive=True)
             self._by_hint[hint] = sym
@@ -90,7 +100,12 @@ class ShapeEnv:
         """The truth of `rel` now; the entry is valid only while it stays so (a guard)."""
         if rel in (sympy.true, sympy.false):
             return bool(rel)
+        pinned = rel.free_symbols & self.int_symbols
+        for sym in pinned:  # an int in a branch stays specialized
+            self._pin(sym)
         value = bool(rel.xreplace(self.hints))
+        if pinned == rel.free_symbols:
+            return value  # implied by the pins
         fact = rel if value else rel.negated
         if fact not in (sympy.true, sympy.false) and fact not in self.relations:
             self.relations[fact] = None
@@ -103,8 +118,15 @@ class ShapeEnv:
         if isinstance(expr, int) or expr.is_Integer:
             return int(expr)
         for sym in expr.free_symbols:
-            self.decide(sympy.Eq(sym, self.hints[sym]))
+            self._pin(sym)
         return self.hint(expr)
+
+    def _pin(self, sym) -> None:
+        fact = sympy.Eq(sym, self.hints[sym])
+        if fact not in self.relations:
+            self.relations[fact] = None
+            if self.log:
+                self.log.debug("specialize %s = %d", sym, self.hints[sym])
 
     def equal(self, a, b) -> bool:
         """Whether two sizes are equal now (guarded when either is symbolic)."""
@@ -118,14 +140,43 @@ class ShapeEnv:
         own entries), the other sources of a symbol equal to its first, then the relations."""
         from .guards.guard import ShapeMatch
         first = {sym: srcs[0] for sym, srcs in self.sources.items()}
-        out = [ShapeMatch(sympy.Ge(sym, 2), ((sym, first[sym]),)) for sym in self.hints]
+        bounds, rest = self._bounds()
+        out = []
+        for sym, (lo, hi) in bounds.items():  # one range check per symbol: 2 <= s0, s0 > 3 -> s0 >= 4
+            rel = sympy.Eq(sym, lo) if lo == hi else sympy.Ge(sym, lo) if hi is None else \
+                sympy.And(sympy.Ge(sym, lo), sympy.Le(sym, hi))
+            out.append(ShapeMatch(rel, ((sym, first[sym]),)))
         for sym, srcs in self.sources.items():
             for i, src in enumerate(srcs[1:]):
                 other = sympy.Symbol(f"{sym.name}_{i + 1}", integer=True, positive=True)
                 out.append(ShapeMatch(sympy.Eq(other, sym), ((other, src), (sym, first[sym]))))
-        for rel in self.relations:
+        for rel in rest:
             out.append(ShapeMatch(rel, tuple((sym, first[sym]) for sym in sorted(rel.free_symbols, key=str))))
         return out
+
+    def _bounds(self):
+        """Relations of one symbol with a constant folded into a range per symbol; the rest."""
+        bounds = {sym: [2, None] for sym in self.hints}
+        rest = []
+        for rel in self.relations:
+            lhs, rhs = getattr(rel, "lhs", None), getattr(rel, "rhs", None)
+            if isinstance(lhs, sympy.Integer) and isinstance(rhs, sympy.Symbol):
+                rel, lhs, rhs = rel.reversed, rhs, lhs
+            if not (isinstance(lhs, sympy.Symbol) and isinstance(rhs, sympy.Integer) and lhs in bounds) \
+                    or isinstance(rel, sympy.Ne):
+                rest.append(rel)
+                continue
+            lo, hi = bounds[lhs]
+            c = int(rhs)
+            if isinstance(rel, sympy.Eq):
+                lo, hi = c, c
+            elif isinstance(rel, (sympy.StrictGreaterThan, sympy.GreaterThan)):
+                lo = max(lo, c + 1 if isinstance(rel, sympy.StrictGreaterThan) else c)
+            else:
+                c = c - 1 if isinstance(rel, sympy.StrictLessThan) else c
+                hi = c if hi is None else min(hi, c)
+            bounds[lhs] = [lo, hi]
+        return {s: tuple(b) for s, b in bounds.items()}, rest
 
 
 def to_python(expr, name_of) -> str:
@@ -151,6 +202,8 @@ def to_python(expr, name_of) -> str:
         return f"min({', '.join(args)})"
     if isinstance(expr, sympy.Max):
         return f"max({', '.join(args)})"
+    if isinstance(expr, sympy.And):
+        return " and ".join(f"({a})" for a in args)
     ops = {sympy.Eq: "==", sympy.Ne: "!=", sympy.Lt: "<", sympy.Le: "<=", sympy.Gt: ">", sympy.Ge: ">="}
     for cls, op in ops.items():
         if isinstance(expr, cls):

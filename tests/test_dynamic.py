@@ -163,3 +163,52 @@ def test_transformer_block_over_ten_sequence_lengths_compiles_at_most_twice():
         x = torch.randn(2, t, d_model)
         assert_same(block(x), ref(x))
     assert cnt.frame_count <= 2
+
+
+def test_int_arguments_become_symbolic_when_they_change():
+    def f(x, n):
+        return x[:n] * n + torch.zeros(n).sum(), n * 2, min(n, x.size(0)), max(n - 1, 2)
+
+    d = run_sizes(f, lambda n: (torch.randn(8), n), [2, 3, 4, 5, 7])
+    assert d.compiles == 2
+
+    def g(x, n):
+        if n > 3:  # an int in a branch stays specialized: one entry per value
+            return x + n
+        return x - n
+
+    assert run_sizes(g, lambda n: (torch.randn(2), n), [2, 3, 4, 5, 6]).compiles == 5
+
+
+def test_recompile_reasons_and_dynamic_log_name_the_dimension():
+    import logging
+    from rewrite import logs
+
+    class Collect(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.lines = []
+
+        def emit(self, record):
+            self.lines.append(record.getMessage())
+
+    def f(x):
+        if x.size(0) > 3:
+            return x.sum()
+        return x.mean()
+
+    handler = Collect()
+    logging.getLogger("rewrite").addHandler(handler)
+    logs.set_logs("dynamic,recompiles")
+    try:
+        jit(f)
+        f(torch.randn(2, 3))
+        f(torch.randn(5, 3))
+    finally:
+        logs.set_logs(None)
+        logging.getLogger("rewrite").removeHandler(handler)
+    text = "\n".join(handler.lines)
+    assert "tensor 'x' size mismatch at index 0: expected 2, actual 5" in text  # the recompile reason
+    assert "x.size(0) is dynamic from now on: 2 in the first compile, 5 now" in text
+    assert "create symbol s0 = 5 for x.size(0)" in text and "guard s0 > 3" in text
+    assert dispatcher_of(f).compiles == 2

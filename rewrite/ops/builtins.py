@@ -288,12 +288,28 @@ def _min_max(which):
             if "default" in kwargs:
                 return kwargs["default"]
             raise Unsupported(f"{name}() of an empty sequence (the call raises eagerly)")
+        if any(isinstance(i, SymIntVar) for i in items) and not kwargs and \
+                all(isinstance(i, SymIntVar) or isinstance(i, ConstVar) and type(i.value) is int for i in items):
+            return _symbolic_extreme(frame, which, items)
         if any(isinstance(i, TensorVar) for i in items) and "key" not in kwargs:
             raise Unsupported(f"{name}() over tensors compares tensor values (data-dependent)",
                               f"use torch.{name}imum or torch.{name}")
         keys = sort_keys(frame, items, kwargs.get("key"), f"{name}()")
         return items[fold(which, range(len(items)), key=keys.__getitem__)]  # the first extreme, as Python's
     return impl
+
+
+def _symbolic_extreme(frame, which, items):
+    """min/max of sizes: symbolic (sympy Min/Max), computed by the graph."""
+    import sympy
+    exprs = [i.expr if isinstance(i, SymIntVar) else i.value for i in items]
+    expr = (sympy.Min if which is min else sympy.Max)(*exprs)
+    value = which(i.value for i in items)
+    if expr.is_Integer:
+        return ConstVar(int(expr))
+    env = next(i.env for i in items if isinstance(i, SymIntVar))
+    node = frame.tracer.graph.int_node("call_function", which, tuple(items), value)
+    return SymIntVar(node, expr, value, env)
 
 
 @rule(sorted)

@@ -33,9 +33,10 @@ import types
 
 import torch
 
+from .. import logs
 from ..errors import Unsupported
 from ..guards.guard import AliasMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch
-from ..guards.source import AttrSource, ItemSource, SizeSource
+from ..guards.source import AttrSource, ItemSource, LocalSource, SizeSource
 from .values import BoundVar, ConstVar, PartialVar, DictVar, GradModeVar, ListVar, ObjectVar, TupleVar
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
@@ -71,6 +72,11 @@ class DynamicPolicy:
         changed = {i for i, (was, now) in enumerate(zip(seen, shape)) if was is None or was != now}
         if changed:  # remembered as dynamic for every later compile
             self.frame_state[source] = tuple(None if i in changed else s for i, s in enumerate(seen))
+            if logs.enabled("dynamic") and self.option is not False:
+                for i in sorted(changed):
+                    if seen[i] is not None:
+                        logs.get("dynamic").debug("%s.size(%d) is dynamic from now on: %d in the first compile, "
+                                                  "%d now", source.name(), i, seen[i], shape[i])
         if self.option is False:
             return frozenset()
         dims = set(range(len(shape))) if self.option else changed
@@ -80,6 +86,20 @@ class DynamicPolicy:
         if dims and not value.is_contiguous():
             return frozenset()
         return frozenset(dims)
+
+    def int_dynamic(self, source, value: int) -> bool:
+        """An int argument of the function is a symbol when it changed since the first compile
+        (or with dynamic=True); 0, 1 and negative values stay constants."""
+        seen = self.frame_state.get(source, value)
+        if seen is not None and seen != value:
+            if logs.enabled("dynamic") and self.option is not False:
+                logs.get("dynamic").debug("int %s is dynamic from now on: %d in the first compile, %d now",
+                                          source.name(), seen, value)
+            seen = None  # dynamic from now on
+        self.frame_state[source] = seen
+        if self.option is False or value < 2:
+            return False
+        return bool(self.option) or seen is None
 
 
 def wrap(tracer, value, source):
@@ -111,6 +131,9 @@ def _wrap(tracer, value, source, t, add):
                             for i, n in enumerate(value.shape))
             var.node.meta["sym_shape"] = var.sym
         return var
+    if t is int and isinstance(source, LocalSource) and tracer.dynamic.int_dynamic(source, value):
+        add(TypeMatch(source, int))  # its value: shape guards on the symbol
+        return tracer.graph.int_input(source, value, tracer.shape_env)
     if t in SCALARS:
         add(EqualsMatch(source, value))
         return ConstVar(value, source)

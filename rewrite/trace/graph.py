@@ -65,6 +65,21 @@ class GraphBuilder:
         self._by_source[source] = var
         return var
 
+    def int_input(self, source: Source, value: int, env) -> "SymIntVar":
+        """A Python int argument made a symbol: a graph input of its own."""
+        name = self._fresh(re.sub(r"\W+", "_", source.name()).strip("_") or "arg")
+        where = self._last_placeholder
+        with (self.graph.inserting_after(where) if where else self.graph.inserting_before(None)):
+            node = self.graph.placeholder(name)
+        self._created.append(node)
+        self._last_placeholder = node
+        node.meta["example_value"] = value
+        node.meta["source"] = source
+        self.inputs.append((source, value, node))
+        sym = env.size(value, source, integer=True)
+        node.meta["sym_shape"] = sym
+        return SymIntVar(node, sym, value, env, source)
+
     def _fresh(self, base: str) -> str:
         if base[0].isdigit():
             base = "_" + base
