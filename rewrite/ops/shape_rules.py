@@ -257,6 +257,36 @@ def unbind(env, args, kwargs):
     return [tuple(s for i, s in enumerate(shape) if i != d)] * shape[d]
 
 
+def topk(env, args, kwargs):
+    shape = list(args[0].shape())
+    k = size_of(_arg(args, kwargs, 1, "k"))
+    d = _dim(_const(_arg(args, kwargs, 2, "dim"), -1), len(shape))
+    shape[d] = k
+    return [tuple(shape), tuple(shape)]
+
+
+def kthvalue(env, args, kwargs):
+    shape = args[0].shape()
+    d = _dim(_const(_arg(args, kwargs, 2, "dim"), -1), len(shape))
+    keep = bool(_const(_arg(args, kwargs, 3, "keepdim"), False))
+    out = tuple(1 if i == d else s for i, s in enumerate(shape)) if keep else \
+        tuple(s for i, s in enumerate(shape) if i != d)
+    return [out, out]
+
+
+def like_index(env, args, kwargs):
+    """gather: the output has the index's sizes."""
+    return [_arg(args, kwargs, 2, "index").shape()]
+
+
+def index_select(env, args, kwargs):
+    shape = list(args[0].shape())
+    d = _dim(_const(_arg(args, kwargs, 1, "dim")), len(shape))
+    index = _arg(args, kwargs, 2, "index").shape()
+    shape[d] = index[0] if index else 1
+    return [tuple(shape)]
+
+
 def creation(env, args, kwargs):
     sizes = sizes_arg([a for a in args if not isinstance(a, TensorVar)] or [kwargs.get("size")])
     return [tuple(_simple(s) for s in sizes)]
@@ -366,6 +396,13 @@ for _names, _rule in [
     (("getitem",), getitem),
     (("split", "chunk", "tensor_split"), split),
     (("unbind",), unbind),
+    (("topk",), topk),
+    (("kthvalue",), kthvalue),
+    (("gather", "take_along_dim"), like_index),
+    (("index_select",), index_select),
+    (("scatter", "scatter_add", "scatter_reduce", "scatter_", "scatter_add_", "index_add", "index_copy",
+      "index_fill", "index_put", "masked_scatter", "index_add_", "index_copy_", "index_fill_",
+      "masked_scatter_"), same_as_first),
 ]:
     for _name in _names:
         RULES[_name] = _rule
