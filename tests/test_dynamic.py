@@ -1,10 +1,8 @@
 """Dynamic shapes (issue 6): the recompile policy, symbolic sizes through ops, shape guards.
 Every result is compared with eager; compile counts follow Dynamo's policy."""
-import pytest
 import torch
 import torch.nn.functional as F
 
-import rewrite
 from rewrite import dispatcher_of, jit, mark_dynamic, mark_static
 
 from conftest import CompileCounter, assert_same, eager_copy
