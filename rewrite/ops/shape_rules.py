@@ -287,6 +287,19 @@ def index_select(env, args, kwargs):
     return [tuple(shape)]
 
 
+def tensor_attr(env, args, kwargs):
+    """x.T (all sizes reversed), x.mT (the last two swapped), x.real/imag."""
+    shape = tuple(args[0].shape())
+    attr = _const(args[1])
+    if attr == "T":
+        return [shape[::-1]]
+    if attr == "mT" and len(shape) >= 2:
+        return [shape[:-2] + (shape[-1], shape[-2])]
+    if attr in ("real", "imag"):
+        return [shape]
+    raise NoRule(f"tensor attribute {attr}")
+
+
 def creation(env, args, kwargs):
     sizes = sizes_arg([a for a in args if not isinstance(a, TensorVar)] or [kwargs.get("size")])
     return [tuple(_simple(s) for s in sizes)]
@@ -396,6 +409,7 @@ for _names, _rule in [
     (("getitem",), getitem),
     (("split", "chunk", "tensor_split"), split),
     (("unbind",), unbind),
+    (("getattr",), tensor_attr),
     (("topk",), topk),
     (("kthvalue",), kthvalue),
     (("gather", "take_along_dim"), like_index),
