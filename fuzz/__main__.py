@@ -1,6 +1,6 @@
 """python -m fuzz: fuzz rewrite with generated PyTorch programs against eager.
 
-    python -m fuzz --examples 2000 --seed 0 --backend python [--time-budget 120] [--focus writes]
+    python -m fuzz --examples 2000 --seed 0 --backend python [--time-budget 120] [--focus writes] [--reasons]
 
 Runs in chunks of Hypothesis examples (each chunk its own derived seed) until the example
 count or the time budget is reached. A divergence prints Hypothesis's shrunk reproducer
@@ -25,7 +25,7 @@ from .programs import FOCUS, dims, programs
 CHUNK = 100
 
 
-def run_chunk(n: int, seed: int, backend: str, max_statements: int, focus: str | None = None) -> Divergence | None:
+def run_chunk(n: int, seed: int, backend: str, max_statements: int, focus: str | None = None) -> list[Divergence]:
     @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck),
               print_blob=False)
     @hypothesis_seed(seed)
@@ -37,8 +37,13 @@ def run_chunk(n: int, seed: int, backend: str, max_statements: int, focus: str |
     try:
         fuzz_one()
     except Divergence as d:
-        return d
-    return None
+        return [d]
+    except BaseExceptionGroup as group:  # Hypothesis found several distinct failures
+        found, other = group.split(Divergence)
+        if other is not None:
+            raise other
+        return list(found.exceptions)
+    return []
 
 
 def main(argv=None) -> int:
@@ -50,6 +55,8 @@ def main(argv=None) -> int:
     p.add_argument("--max-statements", type=int, default=8, help="statements per program (default 8)")
     p.add_argument("--focus", choices=sorted(FOCUS), default=None,
                    help="draw from a subset of the rules (writes: in-place ops, inputs and their views)")
+    p.add_argument("--reasons", action="store_true",
+                   help="print the most common reasons for graph breaks and calls run eagerly")
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")  # deprecation noise from generated code, recompile-limit notes
     STATS.__init__()  # count this run only
@@ -58,14 +65,17 @@ def main(argv=None) -> int:
         if args.time_budget is not None and time.perf_counter() - start > args.time_budget:
             break
         n = min(CHUNK, args.examples - done)
-        divergence = run_chunk(n, args.seed * 100_003 + chunk_index, args.backend, args.max_statements, args.focus)
-        if divergence is not None:
+        for divergence in run_chunk(n, args.seed * 100_003 + chunk_index, args.backend, args.max_statements,
+                                    args.focus):
             STATS.divergences += 1
             print(f"\nDIVERGENCE ({args.backend}):\n{divergence}\n", flush=True)
         done += n
         chunk_index += 1
     elapsed = time.perf_counter() - start
     rate = STATS.programs / elapsed * 60 if elapsed else 0.0
+    if args.reasons:
+        for why, count in STATS.reasons.most_common(25):
+            print(f"{count:6d}  {why}")
     run = f"backend={args.backend} seed={args.seed}" + (f" focus={args.focus}" if args.focus else "")
     print(f"fuzz: {run} {STATS.line()}; {elapsed:.1f} s, {rate:.0f} programs/min")
     return 1 if STATS.divergences else 0

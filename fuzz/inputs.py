@@ -12,9 +12,11 @@ Inputs may alias each other: an `AliasSpec` is a view of an earlier input (`x1 =
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 DTYPES = ("float32", "float64", "int64", "bool")
 LAYOUTS = ("contiguous", "transposed", "sliced", "expanded", "grad")  # grad: a float leaf that requires grad
@@ -115,6 +117,45 @@ class BoxSpec:
 
 
 @dataclass(frozen=True)
+class ObjSpec:
+    """An object of one of the program's own classes (`cls`, `Acc` or its subclass `Scaled`, defined
+    in the program's source), built in the program's module: a float tensor `w` (shape d2) and an
+    int `n` (n or n + 1, alternating between calls). Programs call its methods and operators and set
+    its attributes (side effects)."""
+    name: str
+    cls: str
+    n: int
+
+    def expr(self, dims: dict, seed: int) -> str:
+        w = TensorSpec("w", ("d2",), "float32", "contiguous").expr(dims, seed)
+        return f"{self.cls}({w}, {self.n + _parity(seed)})"  # n changes between calls: guarded
+
+
+def _parity(seed: int) -> int:
+    """0 or 1, alternating over the oracle's calls (their seeds are 100 apart)."""
+    return seed // 100 % 2
+
+
+# functions passed in: partials of torch functions, a fresh one on every call ({v}: 0.5 or 2,
+# alternating between calls, so the partial's arguments change: guarded)
+PARTIALS = [
+    "functools.partial(torch.clamp, min=-{v}, max={v})", "functools.partial(torch.mul, other={v})",
+    "functools.partial(F.leaky_relu, negative_slope={v})", "functools.partial(torch.sum, dim=-1)",
+    "functools.partial(torch.add, other=1, alpha={v})",
+]
+
+
+@dataclass(frozen=True)
+class FnSpec:
+    """A function passed in: `text` is its expression (one of PARTIALS)."""
+    name: str
+    text: str
+
+    def expr(self, dims: dict, seed: int) -> str:
+        return self.text.format(v=(0.5, 2)[_parity(seed)])
+
+
+@dataclass(frozen=True)
 class ValueSpec:
     """Any other argument of a user's function (fuzz.check): passed as a fresh deep copy."""
     name: str
@@ -176,16 +217,21 @@ def input_lines(specs, dims: dict, seed: int) -> list[str]:
     return lines
 
 
-def make_args(specs, dims: dict, seed: int) -> list:
-    """Fresh inputs for one call; aliases share memory as `input_lines` says."""
+def _env(ns: dict | None) -> dict:
+    return {"torch": torch, "F": F, "functools": functools, "Box": Box, **(ns or {})}
+
+
+def make_args(specs, dims: dict, seed: int, ns: dict | None = None) -> list:
+    """Fresh inputs for one call; aliases share memory as `input_lines` says. `ns` is the
+    program's module namespace, where the classes of `ObjSpec` inputs live."""
     if not any(isinstance(s, AliasSpec) for s in specs):
-        return [make(s, dims, seed + i) for i, s in enumerate(specs)]
-    env = {"torch": torch, "Box": Box}
+        return [make(s, dims, seed + i, ns) for i, s in enumerate(specs)]
+    env = _env(ns)
     exec("\n".join(input_lines(specs, dims, seed)), env)
     return [env[s.name] for s in specs]
 
 
-def make(spec, dims: dict, seed: int):
+def make(spec, dims: dict, seed: int, ns: dict | None = None):
     if isinstance(spec, ValueSpec):
         return copy.deepcopy(spec.value)
-    return eval(spec.expr(dims, seed), {"torch": torch, "Box": Box})
+    return eval(spec.expr(dims, seed), _env(ns))

@@ -4,23 +4,33 @@ For each of three calls -- the first (compile), a second with new values of the 
 shapes (the cache hit), a third with other sizes (the recompile path), and a fourth with
 the inputs' aliasing changed where it can be (inputs that shared memory no longer do, or
 one tensor passed for two inputs) -- it compares the result (structure, dtype, shape,
-values), the inputs afterwards (in-place changes: values, shapes, strides, grad_fn, .grad,
-which inputs share memory; after an exception too), which results are inputs or views of
-inputs (`return x.add_(1)` must return `x` itself), the passed-in list and object (side
-effects), what was printed, and the exception type if eager raised.
+values, inference-ness), the inputs afterwards (in-place changes: values, shapes, strides,
+grad_fn, .grad, which inputs share memory; after an exception too), which results are inputs
+or views of inputs (`return x.add_(1)` must return `x` itself; a returned list or object must be
+the one passed in, or not), the passed-in list and objects (side effects), what was printed,
+and the exception (type and args) if eager raised.
+
+Objects of the program's own classes (plain classes, dataclasses, namedtuples, classes made
+inside the function) are compared by class (qualified name and module: eager and @jit run in
+two namespaces, each with its own classes) and attribute by attribute.
 A difference raises `Divergence`, whose message is a reproducer ready to paste into a test.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
+import types
 from dataclasses import dataclass, field
 
 import torch
 
 import rewrite
 
-from .inputs import AliasSpec, Box, BoxSpec, ListSpec, TensorSpec, alias_variant, input_lines, make_args
+from .inputs import (AliasSpec, Box, BoxSpec, ListSpec, ObjSpec, TensorSpec, alias_variant, input_lines,
+                     make_args)
+
+PROGRAM_MODULE = "fuzz_program"  # the `__name__` of a generated program's module
 
 
 class Divergence(AssertionError):
@@ -36,11 +46,19 @@ class Stats:
     fallbacks: int = 0
     eager_errors: int = 0
     reproducers: list = field(default_factory=list)
+    # per program, over the entries of `f` its calls made: all one graph each, a graph break in
+    # one (the rest in resume functions), or one that runs the whole call eagerly
+    one_graph: int = 0
+    broke: int = 0
+    eager: int = 0
+    uncached: int = 0  # no entry: every call's trace raised (a graph op raising under `try`), ran eagerly
+    reasons: collections.Counter = field(default_factory=collections.Counter)  # breaks and fallbacks
 
     def line(self) -> str:
         return (f"programs run: {self.programs}, divergences: {self.divergences}, graphs compiled: "
                 f"{self.graphs}, fallbacks: {self.fallbacks}, calls: {self.calls} "
-                f"({self.eager_errors} raising eagerly)")
+                f"({self.eager_errors} raising eagerly); programs: {self.one_graph} one graph, "
+                f"{self.broke} with a graph break, {self.eager} run eagerly, {self.uncached} never cached")
 
 
 STATS = Stats()
@@ -63,31 +81,66 @@ def _tolerance(dtype):
     return dict(rtol=0, atol=0)
 
 
-def compare(actual, expected, where: str = "result") -> None:
+def program_object(value) -> bool:
+    """An instance of a class the program defined (at module level or inside `f`; a pasted
+    reproducer's module is not PROGRAM_MODULE, so any plain object of a user's module counts)."""
+    module = getattr(type(value), "__module__", None) or ""
+    if isinstance(value, (type, types.FunctionType, types.ModuleType, Box)):
+        return False
+    return module == PROGRAM_MODULE or (hasattr(value, "__dict__") and module.partition(".")[0] not in _LIBRARIES)
+
+
+_LIBRARIES = {"builtins", "torch", "functools", "fuzz", "types", "typing", "collections", "contextlib",
+              "dataclasses", "itertools", "operator", "rewrite"}
+
+
+def _same_type(a: type, e: type) -> bool:
+    """The same class; a program's classes differ between the eager and @jit namespaces, so
+    those are compared by qualified name and module."""
+    return a is e or (e.__module__ == PROGRAM_MODULE and a.__module__ == e.__module__
+                      and a.__qualname__ == e.__qualname__)
+
+
+def compare(actual, expected, where: str = "result", depth: int = 0) -> None:
     """Raise Divergence at the first difference between two results."""
-    if type(actual) is not type(expected):
-        raise Divergence(f"{where}: type {type(actual).__name__} != eager's {type(expected).__name__}")
+    if not _same_type(type(actual), type(expected)):
+        raise Divergence(f"{where}: type {type(actual).__qualname__} != eager's {type(expected).__qualname__}")
+    if depth > 8:
+        return
     if isinstance(expected, torch.Tensor):
         if actual.dtype != expected.dtype or actual.shape != expected.shape or actual.device != expected.device:
             raise Divergence(f"{where}: {actual.dtype}{list(actual.shape)} != eager's "
                              f"{expected.dtype}{list(expected.shape)}")
         if actual.requires_grad != expected.requires_grad:
             raise Divergence(f"{where}: requires_grad {actual.requires_grad} != eager's {expected.requires_grad}")
+        if actual.is_inference() != expected.is_inference():
+            raise Divergence(f"{where}: is_inference() {actual.is_inference()} != eager's {expected.is_inference()}")
         try:
             torch.testing.assert_close(actual.detach(), expected.detach(), equal_nan=True,
                                        **_tolerance(expected.dtype))
         except AssertionError as e:
             raise Divergence(f"{where}: values differ\n{e}") from None
-    elif isinstance(expected, (tuple, list)):
+    elif isinstance(expected, (tuple, list)):  # namedtuples too
         if len(actual) != len(expected):
             raise Divergence(f"{where}: length {len(actual)} != eager's {len(expected)}")
         for i, (a, e) in enumerate(zip(actual, expected)):
-            compare(a, e, f"{where}[{i}]")
+            compare(a, e, f"{where}[{i}]", depth + 1)
     elif isinstance(expected, dict):
         if list(actual) != list(expected):
             raise Divergence(f"{where}: keys {list(actual)} != eager's {list(expected)}")
         for k in expected:
-            compare(actual[k], expected[k], f"{where}[{k!r}]")
+            compare(actual[k], expected[k], f"{where}[{k!r}]", depth + 1)
+    elif isinstance(expected, (set, frozenset)):
+        if len(actual) != len(expected):
+            raise Divergence(f"{where}: {len(actual)} elements != eager's {len(expected)}")
+        if not any(isinstance(v, torch.Tensor) for v in expected) and actual != expected:  # tensors: by identity
+            raise Divergence(f"{where}: {actual!r} != eager's {expected!r}")
+    elif program_object(expected) and hasattr(expected, "__dict__"):
+        a_vars, e_vars = vars(actual), vars(expected)
+        if list(a_vars) != list(e_vars):
+            raise Divergence(f"{where}: attributes {list(a_vars)} != eager's {list(e_vars)}")
+        for k in e_vars:
+            compare(a_vars[k], e_vars[k], f"{where}.{k}", depth + 1)
     elif isinstance(expected, float) and expected != expected:
         if actual == actual:
             raise Divergence(f"{where}: {actual!r} != eager's nan")
@@ -95,8 +148,20 @@ def compare(actual, expected, where: str = "result") -> None:
         raise Divergence(f"{where}: {actual!r} != eager's {expected!r}")
 
 
+def compare_exceptions(actual: BaseException, expected: BaseException, where: str) -> None:
+    """The same class and the same args (messages of torch's errors included)."""
+    if not _same_type(type(actual), type(expected)):
+        raise Divergence(f"{where}: eager raised {type(expected).__name__}: {expected}; @jit raised "
+                         f"{type(actual).__name__}: {actual}")
+    try:
+        compare(actual.args, expected.args, "args")
+    except Divergence as d:
+        raise Divergence(f"{where}: eager raised {type(expected).__name__}: {expected}; @jit raised "
+                         f"{type(actual).__name__}: {actual} ({d})") from None
+
+
 def _mutable(value) -> bool:
-    return isinstance(value, (torch.Tensor, list, dict, Box))
+    return isinstance(value, (torch.Tensor, list, dict, Box)) or program_object(value)
 
 
 def _shares(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -104,27 +169,38 @@ def _shares(a: torch.Tensor, b: torch.Tensor) -> bool:
     return sa.nbytes() > 0 and sa.data_ptr() == sb.data_ptr() and a.device == b.device
 
 
-def _tensors(value, where: str):
-    if isinstance(value, torch.Tensor):
+def _parts(value, where: str, depth: int = 0):
+    """Every tensor, list, dict and program object in a result, with where it is."""
+    if depth > 8:
+        return
+    if isinstance(value, (torch.Tensor, list, dict)) or program_object(value):
         yield where, value
-    elif isinstance(value, (tuple, list)):
+    if isinstance(value, (tuple, list)):
         for i, v in enumerate(value):
-            yield from _tensors(v, f"{where}[{i}]")
+            yield from _parts(v, f"{where}[{i}]", depth + 1)
     elif isinstance(value, dict):
         for k, v in value.items():
-            yield from _tensors(v, f"{where}[{k!r}]")
+            yield from _parts(v, f"{where}[{k!r}]", depth + 1)
+    elif program_object(value) and hasattr(value, "__dict__"):
+        for k, v in vars(value).items():
+            yield from _parts(v, f"{where}.{k}", depth + 1)
+
+
+def _tensors(value, where: str):
+    return [(w, v) for w, v in _parts(value, where) if isinstance(v, torch.Tensor)]
 
 
 def aliasing(result, args) -> set[str]:
-    """Which results are inputs or share memory with them or with each other, as facts."""
+    """Which results are inputs or share memory with them or with each other, as facts (lists,
+    dicts and objects: which are the very objects passed in, or another result)."""
     facts = set()
-    outs = list(_tensors(result, "result"))
-    ins = [(f"input {i}", a) for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    outs = list(_parts(result, "result"))
+    ins = [(f"input {i}", a) for i, a in enumerate(args) if _mutable(a)]
     for k, (where, t) in enumerate(outs):
         for name, other in ins + outs[:k]:
             if t is other:
                 facts.add(f"{where} is {name}")
-            elif _shares(t, other):
+            elif isinstance(t, torch.Tensor) and isinstance(other, torch.Tensor) and _shares(t, other):
                 facts.add(f"{where} shares memory with {name}")
     return facts
 
@@ -136,20 +212,21 @@ def input_sharing(args) -> set[str]:
             if _shares(a, b)}
 
 
-def compare_call(compiled, eager, make_inputs, label: str = "call", mutable=None) -> None:
-    """Call eager and @jit, each on fresh inputs from `make_inputs()`, and compare: the result
-    (or the type of the exception), the inputs afterwards (values, shapes, strides, which of
-    them share memory; also after an exception), which results are inputs or views of inputs,
-    and what was printed. `mutable[i]` says whether argument i is compared afterwards."""
-    eager_args, jit_args = make_inputs(), make_inputs()
+def compare_call(compiled, eager, make_inputs, label: str = "call", mutable=None, make_jit_inputs=None) -> None:
+    """Call eager and @jit, each on fresh inputs from `make_inputs()` (@jit's from
+    `make_jit_inputs()` if given), and compare: the result (or the exception's type and args),
+    the inputs afterwards (values, shapes, strides, which of them share memory; also after an
+    exception), which results are inputs or views of inputs, and what was printed.
+    `mutable[i]` says whether argument i is compared afterwards."""
+    eager_args, jit_args = make_inputs(), (make_jit_inputs or make_inputs)()
     (e_kind, e_val), e_out = _run(eager, eager_args)
     (j_kind, j_val), j_out = _run(compiled, jit_args)
     STATS.calls += 1
     if e_kind == "raised":
         STATS.eager_errors += 1
-        if j_kind != "raised" or type(j_val) is not type(e_val):
-            got = f"raised {type(j_val).__name__}: {j_val}" if j_kind == "raised" else "returned normally"
-            raise Divergence(f"{label}: eager raised {type(e_val).__name__}: {e_val}; @jit {got}")
+        if j_kind != "raised":
+            raise Divergence(f"{label}: eager raised {type(e_val).__name__}: {e_val}; @jit returned normally")
+        compare_exceptions(j_val, e_val, label)
     elif j_kind == "raised":
         raise Divergence(f"{label}: @jit raised {type(j_val).__name__}: {j_val}; eager returned normally") from j_val
     else:
@@ -184,18 +261,19 @@ def compare_call(compiled, eager, make_inputs, label: str = "call", mutable=None
         raise Divergence(f"{label}: printed {j_out!r}, eager printed {e_out!r}")
 
 
-def check_call(compiled, eager, specs, dims, seed, label) -> None:
-    mutable = [isinstance(s, (TensorSpec, AliasSpec, ListSpec, BoxSpec)) for s in specs]
-    compare_call(compiled, eager, lambda: make_args(specs, dims, seed), label, mutable)
+def check_call(compiled, eager, specs, dims, seed, label, namespaces=(None, None)) -> None:
+    """`namespaces`: the eager and the @jit program's module namespaces (inputs that are objects
+    of the program's classes are made in each)."""
+    mutable = [isinstance(s, (TensorSpec, AliasSpec, ListSpec, BoxSpec, ObjSpec)) for s in specs]
+    e_ns, j_ns = namespaces
+    compare_call(compiled, eager, lambda: make_args(specs, dims, seed, e_ns), label, mutable,
+                 lambda: make_args(specs, dims, seed, j_ns))
 
 
 def run_program(program, dims1: dict, dims2: dict, backend="python", seed: int = 0) -> None:
     """Compare eager and @jit on three calls of one program -- four where the inputs' aliasing
     can be changed (`alias_variant`) -- and raise Divergence on a difference."""
-    source = program.source()
-    eager_ns, jit_ns = {}, {}
-    exec(compile(source, "<fuzz program>", "exec"), eager_ns)
-    exec(compile(source, "<fuzz program>", "exec"), jit_ns)
+    eager_ns, jit_ns = program.load(), program.load()  # two modules: jit rewrites the function it gets
     compiled = rewrite.jit(jit_ns["f"], backend=backend)
     STATS.programs += 1
     calls = [("first call", dims1, seed), ("cached call", dims1, seed + 100), ("other sizes", dims2, seed + 200)]
@@ -205,13 +283,26 @@ def run_program(program, dims1: dict, dims2: dict, backend="python", seed: int =
     try:
         for label, dims, s, *specs in calls:
             try:
-                check_call(compiled, eager_ns["f"], specs[0] if specs else program.inputs, dims, s, label)
+                check_call(compiled, eager_ns["f"], specs[0] if specs else program.inputs, dims, s, label,
+                           (eager_ns, jit_ns))
             except Divergence as d:
                 raise Divergence(f"{d}\n\n{reproducer(program, calls, backend)}") from None
     finally:
         entries = rewrite.dispatcher_of(compiled).entries
         STATS.graphs += sum(e.reason is None and e.graph_module is not None for e in entries)
         STATS.fallbacks += sum(e.reason is not None for e in entries)
+        if any(e.reason is not None for e in entries):
+            STATS.eager += 1
+        elif any(e.graph_break is not None for e in entries):
+            STATS.broke += 1
+        elif entries:
+            STATS.one_graph += 1
+        else:
+            STATS.uncached += 1
+        for e in entries:
+            why = e.reason or e.graph_break
+            if why is not None:
+                STATS.reasons[("eager: " if e.reason else "break: ") + why.splitlines()[0][:90]] += 1
 
 
 def reproducer(program, calls, backend) -> str:

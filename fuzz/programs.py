@@ -19,19 +19,43 @@ that require grad (in grad mode those raise eagerly, so the sample run drops the
 The targets are mostly inputs and views of inputs, and some programs get inputs that alias
 each other (`AliasSpec`: a view of an earlier input, or two views of a hidden base).
 
+Python constructs around the tensor ops have their own tables (`PYTHON_RULES`; `--focus python`,
+`classes`, `exceptions`, `contexts`): objects of the program's own classes (`PRELUDE`: `Acc` with a
+property and its setter, a staticmethod, a classmethod, `__add__`/`__radd__`/`__iadd__`, `__len__`,
+`__call__`; its subclass `Scaled` calling `super()`; `Seq` with `__len__`/`__getitem__`/`__iter__`;
+`Rows`, iterated through `__getitem__` until IndexError), made in the call, returned, mutated, or
+passed in (`ObjSpec`); dataclasses (`Stats`, frozen `Frozen`), namedtuples (`Pair`, `_replace`,
+`_asdict`), and `class` statements, dataclasses and `namedtuple(...)` inside the function;
+`try`/`except`/`else`/`finally`, `raise` (ValueError, KeyError, the program's `FuzzError`, from the
+inlined helper `checked`, `raise ... from e`), `except E as e` reading `e.args`, bare re-raise,
+`assert`, KeyError of a dict, StopIteration of `next()` (and inside a generator), and graph ops in a
+`try` that raise on some inputs only (integer `//` and `%` by a tensor with zeros, indices out of
+range), after side effects on a list or an object; sets of Python values (displays, comprehensions,
+`| & - ^`, methods, iteration order) and of tensors (identity); `inference_mode`, `autocast`,
+`contextlib.nullcontext`/`suppress`, a user context manager whose `__exit__` may swallow the
+exception (`Guard`), `@contextmanager` generators (`scope`, `quiet`), a `@torch.no_grad()` helper;
+`sorted`/`min`/`max` with `key=`, `functools.partial` (made in the call, or passed in: `FnSpec`, its
+argument changing between calls), `functools.reduce`, `operator.itemgetter`/`attrgetter`,
+`itertools.chain`/`product`. A prelude helper is put into the program's source when a statement
+names it; placeholders such as `{acc}`, `{pair}`, `{set}` name a value of that kind, made on the spot
+when the program has none. Programs are run as a module named `fuzz_program` (`Program.load`).
+
 Swarm testing: each program draws which rules it may use at all, so programs dense in a few
 constructs (say, nothing but writes into aliased inputs) are common.
 """
 from __future__ import annotations
 
+import functools
+import re
+import string
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from .inputs import (ALIAS_VIEWS, DTYPES, LAYOUTS, SHARED_VIEWS, AliasSpec, BoxSpec, ListSpec, ScalarSpec,
-                     TensorSpec, make_args)
+from .inputs import (ALIAS_VIEWS, DTYPES, LAYOUTS, PARTIALS, SHARED_VIEWS, AliasSpec, BoxSpec, FnSpec, ListSpec,
+                     ObjSpec, ScalarSpec, TensorSpec, make_args)
+from .oracle import PROGRAM_MODULE, program_object
 
 META_DIMS = {"d0": 2, "d1": 3, "d2": 5}
 SYMS = ("d0", "d1", "d2")
@@ -145,7 +169,7 @@ class Program:
 
     def source(self) -> str:
         params = ", ".join(spec.name for spec in self.inputs)
-        lines = ["import torch", "import torch.nn.functional as F", ""]
+        lines = [HEADER]
         for h in self.helpers:
             lines += [h, ""]
         lines.append(f"def f({params}):")
@@ -153,20 +177,66 @@ class Program:
         lines.append(f"    return {self.returns}")
         return "\n".join(lines) + "\n"
 
+    def load(self) -> dict:
+        """A fresh module namespace with the program run in it (`ns["f"]`; its classes, which
+        inputs that are objects of them are made with: `make_args(inputs, dims, seed, ns)`)."""
+        ns = {"__name__": PROGRAM_MODULE}
+        exec(_compile(self.source()), ns)
+        return ns
+
+
+HEADER = """\
+import collections
+import contextlib
+import dataclasses
+import functools
+import itertools
+import operator
+
+import torch
+import torch.nn.functional as F
+"""
+
+
+def _compile(source: str):
+    """As the program's own module compiles it (not under this file's `from __future__` flags)."""
+    return compile(source, "<fuzz program>", "exec", dont_inherit=True)
+
 
 class Gen:
     """Builds one program: the body so far and the meta values of its variables."""
 
     def __init__(self, program: Program):
         self.program = program
+        self._ns, self._ns_helpers = None, []
         self.meta: dict[str, object] = dict(zip((s.name for s in program.inputs),
-                                                 make_args(program.inputs, META_DIMS, 0)))
+                                                 make_args(program.inputs, META_DIMS, 0, self.ns())))
         self.input_tensors = [self.meta[s.name] for s in program.inputs if isinstance(s, (TensorSpec, AliasSpec))]
         self.count = 0
+
+    def ns(self) -> dict:
+        """The program's module namespace (HEADER and helpers), extended as helpers are added:
+        the sample values made so far keep their classes."""
+        helpers = self.program.helpers
+        if self._ns is None or helpers[:len(self._ns_helpers)] != self._ns_helpers:
+            self._ns, self._ns_helpers = {"__name__": PROGRAM_MODULE}, []
+            exec(_compile(HEADER), self._ns)
+        for h in helpers[len(self._ns_helpers):]:
+            exec(_compile(h), self._ns)
+            self._ns_helpers.append(h)
+        return self._ns
+
+    def rollback(self, helpers: list[str]) -> None:
+        """Drop the helpers added since `helpers` (their names are rebound when next added)."""
+        self.program.helpers[:] = helpers
+        del self._ns_helpers[len(helpers):]
 
     def names(self, kind) -> list[str]:
         return [n for n, v in self.meta.items()
                 if isinstance(v, kind) and not isinstance(v, bool) and not n.startswith("_")]
+
+    def names_where(self, test) -> list[str]:
+        return [n for n, v in self.meta.items() if not n.startswith("_") and test(v)]
 
     def input_aliases(self) -> list[str]:
         """The tensors that are inputs or share memory with one (views of inputs)."""
@@ -180,23 +250,17 @@ class Gen:
         return f"{prefix}{self.count}"
 
     def attempt(self, lines: list[str], meta_lines: list[str] | None = None) -> bool:
-        """Keep `lines` if they (or their meta stand-in) run on the meta values."""
-        env = dict(self.meta)
+        """Keep `lines` if they (or their meta stand-in) run on the meta values (run as module
+        code over the program's namespace, so that lambdas and comprehensions see the values)."""
+        ns = self.ns()
+        env = {**ns, **self.meta}
         try:
-            exec("\n".join(meta_lines if meta_lines is not None else lines),
-                 {"torch": torch, "F": F, "__builtins__": __builtins__, **_helper_ns(self.program)}, env)
+            exec(_compile("\n".join(meta_lines if meta_lines is not None else lines)), env)
         except Exception:
             return False
-        self.meta = env
+        self.meta = {k: v for k, v in env.items() if k not in ns or k in self.meta}
         self.program.body += lines
         return True
-
-
-def _helper_ns(program):
-    ns = {"torch": torch, "F": F}
-    for h in program.helpers:
-        exec(h, ns)
-    return ns
 
 
 def _fill(draw, g: Gen, template: str, a: str | None = None) -> str:
@@ -349,6 +413,450 @@ def rule_box(draw, g):
     return [template], None
 
 
+# --- Python constructs around the tensor ops ---------------------------------------------------------
+# Module-level helpers of the program (classes, an exception, context managers, decorated helpers):
+# a rule's text that names one puts its source (and those it needs first) into the program's prelude.
+PRELUDE = {
+    "Acc": '''\
+class Acc:
+    scale = 2
+
+    def __init__(self, w, n=1):
+        self.w = w
+        self.n = n
+
+    @property
+    def total(self):
+        return self.w * self.n
+
+    @staticmethod
+    def twice(t):
+        return t * 2
+
+    @classmethod
+    def of(cls, t):
+        return cls(t, 2)
+
+    def push(self, t):
+        self.w = self.w + t
+        self.n += 1
+        return self
+
+    def __add__(self, other):
+        if isinstance(other, Acc):
+            return type(self)(self.w + other.w, self.n + other.n)
+        return type(self)(self.w + other, self.n)
+
+    def __radd__(self, other):
+        return type(self)(other + self.w, self.n)
+
+    def __iadd__(self, other):
+        self.w = self.w + other
+        self.n += 1
+        return self
+
+    def __len__(self):
+        return self.n
+
+    def __call__(self, t):
+        return t * self.scale + self.w
+
+    @property
+    def count(self):
+        return self.n
+
+    @count.setter
+    def count(self, v):
+        self.n = max(v, 0)''',
+    "Scaled": '''\
+class Scaled(Acc):
+    scale = 3
+
+    def push(self, t):
+        super().push(t * 2)
+        self.last = t
+        return self
+
+    @property
+    def total(self):
+        return super().total * self.scale''',
+    "Seq": '''\
+class Seq:
+    def __init__(self, *items):
+        self.items = list(items)
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+    def __iter__(self):
+        return iter(self.items)''',
+    "Rows": '''\
+class Rows:
+    def __init__(self, t):
+        self.t = t
+
+    def __getitem__(self, i):
+        if i >= 2:
+            raise IndexError(i)
+        return self.t * (i + 1)''',
+    "Stats": '''\
+@dataclasses.dataclass
+class Stats:
+    mean: torch.Tensor
+    count: int = 0
+
+    def scaled(self, k=2):
+        return self.mean * k''',
+    "Frozen": '''\
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    a: torch.Tensor
+    b: int = 1
+
+    def total(self):
+        return self.a * self.b''',
+    "Pair": 'Pair = collections.namedtuple("Pair", ["x", "y"])',
+    "FuzzError": '''\
+class FuzzError(Exception):
+    pass''',
+    "checked": '''\
+def checked(t, limit=2):
+    if t.dim() > limit:
+        raise FuzzError("rank", t.dim())
+    if t.numel() == 0:
+        raise ValueError("empty", tuple(t.shape))
+    return t * 2''',
+    "Guard": '''\
+class Guard:
+    def __init__(self, log, swallow=False):
+        self.log = log
+        self.swallow = swallow
+
+    def __enter__(self):
+        self.log.append("enter")
+        return self
+
+    def __exit__(self, typ, val, tb):
+        self.log.append("exit" if typ is None else typ.__name__)
+        return self.swallow''',
+    "scope": '''\
+@contextlib.contextmanager
+def scope(log, tag):
+    log.append(tag)
+    try:
+        yield len(log)
+    finally:
+        log.append("/" + tag)''',
+    "quiet": '''\
+@contextlib.contextmanager
+def quiet(log):
+    try:
+        yield
+    except (KeyError, FuzzError) as e:
+        log.append(type(e).__name__)''',
+    "guarded_div": '''\
+def guarded_div(a, b, log):
+    try:
+        return a // b
+    except RuntimeError as e:
+        log.append(type(e).__name__)
+        return a
+    finally:
+        log.append("done")''',
+    "ng_scale": '''\
+@torch.no_grad()
+def ng_scale(t, k=2):
+    return t * k''',
+}
+PRELUDE_NEEDS = {"Scaled": ("Acc",), "checked": ("FuzzError",), "quiet": ("FuzzError",)}
+
+
+def _need(program: Program, text: str) -> None:
+    """Put the prelude helpers that `text` names (and what they need) into the program."""
+    for name in PRELUDE:
+        if re.search(rf"\b{name}\b", text):
+            for dep in (*PRELUDE_NEEDS.get(name, ()), name):
+                if PRELUDE[dep] not in program.helpers:
+                    program.helpers.append(PRELUDE[dep])
+
+
+# Placeholders of the tables below, besides {a} {b} (tensors), {k} (an int), {d} {e} (dims of {a}):
+# {new} {new2}: fresh names bound by a block; {i}: a number unique in the program; {acc} {acc2}: an
+# Acc or Scaled (made in the call or passed in); {obj}: any object of the program's classes; {pair},
+# {stats}, {frz}: a Pair, Stats, Frozen; {set} {set2}: a set or frozenset of Python values, {mset}: a
+# set; {log}: a list to log into (a new one, or one passed in: a side effect); {fn}: a function passed in.
+OBJECT_NEW = [  # objects of the program's classes, dataclasses, namedtuples (bound to a new name)
+    "Acc({a})", "Acc({a}, {k})", "Acc.of({a})", "Scaled({a}, {k})", "Scaled.of({a})", "{acc} + {a}",
+    "{a} + {acc}", "{acc} + {acc2}", "{k} + {acc}", "Seq({a}, {b})", "Seq({a}, {b}, {a} * 2)", "Stats({a})",
+    "Stats({a}, {k})", "Frozen({a}, {k})", "dataclasses.replace({frz}, b={k})", "Pair({a}, {b})",
+    "Pair._make([{a}, {k}])", "{pair}._replace(y={a})", "dataclasses.replace({stats}, count={k})",
+    "sum([{acc}, {acc2}])", "sum([{a}, {b}], {acc})", "{acc}.push({a}) + {acc}",
+]
+OBJECT_USE = [  # reads, methods, properties and operators of objects (bound to a new name)
+    "{acc}.total", "{acc}({a})", "Acc.twice({a})", "{acc}.twice({acc}.w)", "len({acc})", "{acc}.w * {acc}.n",
+    "{acc}.push({a}).w", "{acc}.scale * {a}", "{a} * isinstance({acc}, Scaled)", "sum(Seq({a}, {b}))",
+    "Seq({a}, {b})[-1]", "[e.sum() for e in Seq({a}, {b})][0]", "len(Seq({a}, {b}, {a}))",
+    "list(reversed(Seq({a}, {b})))[0]", "{pair}.x + {pair}[1]", "{pair}._asdict()", "{a} * len({pair})",
+    "{stats}.scaled({k})", "{stats}.mean + {stats}.count", "{frz}.total()", "len(dataclasses.fields({stats}))",
+    "dataclasses.astuple({frz})[1]", "getattr({obj}, 'tag', {k})", "{a} * hasattr({obj}, 'tag')",
+    "operator.attrgetter('w', 'n')({acc})", "[x * 2 for x in Seq({a}, {b}) if x.dim()]",
+    "{acc}.count", "{a} if {acc} else {b}", "list(Rows({a}))[-1]", "sum(Rows({a}))", "[r.sum() for r in Rows({a})]",
+    "len(list(zip(Rows({a}), Seq({a}, {b}, {a}))))", "{a} * ({a} in Seq({a}, {b}))", "{a} * ({a} in [{b}, {a}])",
+    "[{b}, {a}].index({a})", "({a}, {b}).count({a})", "{a} * (Stats({a}) == Stats({a}))",
+    "{a} * (Pair({a}, {k}) == Pair({a}, {k}))", "{a} * ({frz} == {frz})", "{a} * ({stats} is {stats})",
+]
+OBJECT_SET = [  # attribute stores and mutating methods and operators (objects passed in too)
+    "{acc}.push({a})", "{acc} += {a}", "{acc}.tag = {a}.shape[0]", "{acc}.w = {acc}.w * 2", "{acc}.n += {k}",
+    "{acc}.w.add_(1)", "{stats}.count += 1", "{stats}.mean = {a}", "{acc}.tag = {acc}.total",
+    "{acc}.n, {acc}.w = {acc}.n + 1, {acc}.w - 1", "{acc}.count = {k}", "{acc}.count += 1",
+    "type({acc}).scale = type({acc}).scale + 1", "{acc}.scale = {k}", "if hasattr({obj}, 'tag'):\n    del {obj}.tag",
+    "setattr({obj}, 'tag', {a})", "delattr({acc}, 'n')\n{acc}.n = {k}",
+]
+LOCAL_TYPES = [  # a class statement, a dataclass and namedtuple(...) inside the function
+    ("class L{i}:\n    unit = 2\n\n    def __init__(self, t):\n        self.t = t\n\n    def get(self):\n"
+     "        return self.t * self.unit\n{new} = L{i}({a})\n{new2} = {new}.get()"),
+    ("class L{i}:\n    def __init__(self, t, k=1):\n        self.t, self.k = t, k\n\n    def __add__(self, o):\n"
+     "        return L{i}(self.t + o, self.k + 1)\n{new} = L{i}({a}, {k}) + {b}"),
+    "P{i} = collections.namedtuple('P{i}', ['a', 'b'])\n{new} = P{i}({a}, {k})\n{new2} = {new}._replace(b={new}.b + 1)",
+    "P{i} = collections.namedtuple('P{i}', 'a b')\n{new} = P{i}(*[{a}, {b}])\n{new2} = {new}.a * len({new}._asdict())",
+    "@dataclasses.dataclass\nclass D{i}:\n    t: object\n    k: int = 1\n{new} = D{i}({a}, {k})\n{new}.k += 1",
+]
+EXCEPTIONS = [  # blocks: try/except/else/finally, raise, `except E as e`, re-raise, assert, KeyError, StopIteration
+    # graph ops that raise on some inputs: an integer division by zero, an index out of range
+    "try:\n    {new} = {a} // {b}\nexcept RuntimeError:\n    {new} = torch.zeros_like({a} + {b})",
+    ("try:\n    {new} = {a}[{b}.long().abs() % ({a}.shape[0] + 1)]\nexcept IndexError:\n"
+     "    {new} = {a}.new_zeros({b}.shape + {a}.shape[1:])"),
+    ("try:\n    {new} = {a}.index_select(0, {b}.flatten().long().abs())\nexcept (IndexError, RuntimeError) as e:\n"
+     "    {new} = {a}.sum() * len(e.args)"),
+    "try:\n    {new} = torch.gather({a}, {d}, {b}.long().abs())\nexcept RuntimeError:\n    {new} = {a}",
+    ("{new} = {a}\n{new2} = {k}\ntry:\n    {new} = {a} % {b}\n    {new2} = {new2} + 1\nexcept RuntimeError:\n"
+     "    {new} = {new} - 1"),
+    # raise on Python values (sizes), the handler reads e.args
+    ("try:\n    if {a}.shape[0] > {k}:\n        raise ValueError('big', {a}.shape[0])\n    {new} = {a} + 1\n"
+     "except ValueError as e:\n    {new} = {a} * e.args[1]"),
+    ("try:\n    {new} = {a} * 2\nexcept KeyError:\n    {new} = {a}\nelse:\n    {new} = {new} + 1\nfinally:\n"
+     "    {new2} = {k} + 1"),
+    "try:\n    {new} = [{a}, {b}][{k}]\nexcept IndexError as e:\n    {new} = {b}\nfinally:\n    {new2} = {a}.dim()",
+    # from an inlined helper, a custom exception, a bare re-raise
+    "try:\n    {new} = checked({a}, {k})\nexcept FuzzError as e:\n    {new} = {a} + e.args[1]",
+    ("try:\n    try:\n        {new} = checked({a}, 1)\n    except FuzzError:\n        {new2} = {k} * 2\n        raise\n"
+     "except FuzzError as e:\n    {new} = {a} - len(e.args)"),
+    "try:\n    {new} = checked({a})\nexcept (FuzzError, ValueError) as e:\n    {new} = {a}\n    {new2} = e.args[0]",
+    "try:\n    raise FuzzError('at', {k})\nexcept Exception as e:\n    {new} = {a} * e.args[1]",
+    # assert on Python values
+    "assert {a}.dim() <= 3, 'rank'",
+    ("try:\n    assert {a}.shape[-1] > 2, ('small', {a}.shape[-1])\n    {new} = {a}[..., :2]\n"
+     "except AssertionError as e:\n    {new} = {a} * len(e.args[0])"),
+    # a dict's KeyError, next()'s StopIteration
+    ("{new2} = {{'a': {a}, 'b': {b}}}\ntry:\n    {new} = {new2}['b' if {k} > 2 else 'c']\nexcept KeyError as e:\n"
+     "    {new} = {new2}['a'] * len(e.args)"),
+    "_it{i} = iter([{a}, {b}][{k} % 3:])\ntry:\n    {new} = next(_it{i})\nexcept StopIteration:\n    {new} = {a}",
+    "{new} = next((t for t in ({a}, {b}) if t.dim() > 2), {a})",
+    "try:\n    {frz}.b = {k}\nexcept dataclasses.FrozenInstanceError:\n    {new} = {frz}.a * 2",
+    ("try:\n    if {k} not in {{1, 2}}:\n        raise KeyError({k})\n    {new} = {a}\nexcept KeyError as e:\n"
+     "    {new} = {a} + e.args[0]"),
+    # side effects (a list passed in or made here, an object's attribute) before a graph op that may raise
+    ("try:\n    {log}.append('before')\n    {new} = {a} // {b}\n    {log}.append('after')\nexcept RuntimeError as e:\n"
+     "    {log}.append(type(e).__name__)\n    {new} = {a}"),
+    "try:\n    {acc}.n += 1\n    {new} = {a}[{b}.long()]\nexcept IndexError:\n    {acc}.tag = 'oob'\n    {new} = {a}",
+    "{log}.append({a}.shape)\n{new} = {a} // {b}",
+    "{new} = guarded_div({a}, {b}, {log})",
+    # raise ... from e, str(e), StopIteration inside a generator (a RuntimeError), Python errors caught
+    ("try:\n    try:\n        {new} = checked({a}, 1)\n    except FuzzError as e:\n"
+     "        raise KeyError('wrapped') from e\n"
+     "except KeyError as e:\n    {new} = {a} * e.__cause__.args[1]\n    {new2} = str(e)"),
+    ("try:\n    {new} = list(next(iter([])) for _ in range(1))\nexcept RuntimeError as e:\n    {new} = {a}\n"
+     "    {new2} = str(e)"),
+    "try:\n    {new} = [next(iter([])) for _ in range(1)]\nexcept StopIteration:\n    {new} = {a}",
+    "try:\n    {new} = {{'a': {a}}}.pop('b' if {k} > 1 else 'a')\nexcept KeyError as e:\n    {new} = {a} - 1",
+    ("try:\n    {new} = [{a}, {b}].index({a} * 1)\nexcept (ValueError, RuntimeError) as e:\n"
+     "    {new} = type(e).__name__"),
+    "try:\n    {new} = {obj}.missing\nexcept AttributeError:\n    {new} = {a}",
+    "try:\n    {new} = int(str({k}) + 'x')\nexcept ValueError as e:\n    {new} = len(e.args)",
+    "try:\n    {new} = [{a}][{k}]\nexcept IndexError:\n    {new} = {b}\nelse:\n    {new} = {new} * 2",
+    # not caught: raised in the calls whose sizes are small (eager raises it too)
+    "if {a}.shape[0] < 2:\n    raise FuzzError('small', {a}.shape[0])",
+    "{new} = checked({a}, 3)",
+]
+SETS_NEW = [  # sets of Python values (bound to a new name)
+    "{{{k}, 3, len({a})}}", "set({a}.shape)", "{{1, 1.0, True, {k}}}", "{{0, False, -0.0, {a}.dim()}}",
+    "{{d % 3 for d in {a}.shape}}", "set(range({k} % 5))",
+    "frozenset({a}.shape) | {{1}}", "{{'x', 'y', str({k})}}", "{set} | {set2}", "{set} & {set2}",
+    "{set} - {set2}", "{set} ^ {set2}", "{set}.union({a}.shape)", "set({set})", "{{v * 2 for v in {set} if v != 1}}",
+    "{set}.intersection(range(4))", "frozenset({set})",
+]
+SETS_USE = [  # reads of sets (bound to a new name); sets of tensors by identity
+    "len({set})", "sorted({set})", "list({set})", "{a} * len({set} & {set2})", "{a} * ({k} in {set})",
+    "max({set}, default=0)", "sum(v for v in {set} if isinstance(v, int))", "[v for v in {set}]",
+    "{a} + len({{{a}, {b}, {a}}})", "{a} if {b} in {{{a}, {a} * 2}} else {b}", "len({{{a}, {b}}} | {{{a}}})",
+    "sum(t.sum() for t in {{{a}, {b}}})", "int({set} <= {set2})", "{a} * len({set}.difference({set2}))",
+]
+SETS_SET = [  # set methods that mutate
+    "{mset}.add({k})", "{mset}.discard(2)", "{mset}.update({a}.shape)", "{mset} |= {{{k}}}", "{mset} -= {{0}}",
+    "try:\n    {mset}.remove({k})\nexcept KeyError:\n    {mset}.add(-1)", "{mset}.pop() if {mset} else None",
+]
+CONTEXTS = ["torch.inference_mode()", 'torch.autocast("cpu", dtype=torch.bfloat16)', 'torch.autocast("cpu")',
+            "contextlib.nullcontext()", "contextlib.suppress(KeyError)", "torch.inference_mode(False)",
+            'torch.autocast("cpu", enabled=False)', "torch.no_grad(), torch.inference_mode()"]
+AUTOCAST = [  # ops that autocast changes
+    "{a} @ {b}", "torch.mm({a}, {b})", "F.linear({a}, {b})", "{a}.float() @ {a}.float().mT",
+    "F.linear({a}.float(), {a}.float())", "torch.matmul({a}.float(), {b}.float())", "torch.bmm({a}, {b})",
+    "torch.addmm({b}, {a}, {a}.mT)",
+]
+CONTEXT_BLOCKS = [  # user context managers (exits that swallow), contextlib helpers, a no_grad helper
+    "{new} = {a}\nwith Guard({log}, True) as _g:\n    {new} = {a} // {b}",
+    "{new} = {a}\nwith Guard({log}) as _g:\n    {new} = {new} * len({log})",
+    "{new} = {a}\nwith Guard({log}, {k} > 2):\n    {new} = checked({a}, 1)",
+    "{new} = {a}\nwith contextlib.suppress(KeyError, IndexError):\n    {new} = [{a}, {b}][{k}]",
+    "{new} = {a}\nwith contextlib.suppress(KeyError):\n    {new} = {{'a': {b}}}['a' if {k} > 1 else 'b']",
+    "{new} = {a}\nwith quiet({log}):\n    {new} = checked({a}, 1)",
+    "with scope({log}, 's{i}') as _depth:\n    {new} = {a} * _depth",
+    "with contextlib.nullcontext({a}) as _c:\n    {new} = _c + 1",
+    "with Guard({log}) as _g:\n    with scope({log}, 'in') as _depth:\n        {new} = {a} + _depth",
+    "{new} = {a}\nwith scope({log}, 's{i}'):\n    with contextlib.suppress(RuntimeError):\n        {new} = {a} // {b}",
+    "{new} = ng_scale({a})", "{new} = ng_scale({a}, {k})",
+]
+FUNCTIONAL = [  # sorted/min/max with key=, functools, operator, itertools (bound to a new name)
+    "sorted([{a}, {b}, {a} * 2], key=lambda t: t.dim())[0]", "sorted([{a}, {b}], key=lambda t: tuple(t.shape))[-1]",
+    "max([{a}, {b}], key=lambda t: t.numel())", "min({a}, {b}, key=lambda t: t.dim())",
+    "sorted([{k}, 3, -1, len({a})], key=lambda v: (v % 2, -v))", "max({a}.shape, key=lambda d: -d, default=0)",
+    "min(range({k} % 4 + 1), key=lambda v: abs(v - 1))", "sorted({a}.shape, reverse=True)",
+    "functools.partial(torch.add, alpha={k})({a}, {b})", "functools.partial(checked, limit=3)({a})",
+    "functools.reduce(operator.add, [{a}, {b}, {a}])", "functools.reduce(lambda acc, d: acc * d, {a}.shape, 1)",
+    "functools.reduce(torch.maximum, [{a}, {b}], {a})", "operator.itemgetter(0, -1)([{a}, {b}])[1]",
+    "operator.itemgetter(-1)({a}.shape) if {a}.dim() else 1", "operator.attrgetter('shape')({a})",
+    "sum(itertools.chain([{a}], [{b}, {a}]))", "torch.cat(list(itertools.chain([{a}], [{a} * 2])))",
+    "len(list(itertools.product(range({k} % 4), repeat=2)))",
+    "[i * j for i, j in itertools.product(range(2), {a}.shape)]",
+    "sum({a} * i for i, _ in itertools.product(range(2), range(2)))", "operator.mul({a}, {k})",
+    "list(map(operator.itemgetter(0), [{a}.shape, ({k},)]))",
+]
+FUNCTIONAL_BLOCKS = [
+    "_pf{i} = functools.partial(torch.mul, other={k})\n{new} = _pf{i}({a})",
+    "_pf{i} = functools.partial(Acc, n={k})\n{new} = _pf{i}({a})",
+    "_key{i} = lambda t: (t.dim(), t.shape[0] if t.dim() else 0)\n{new} = sorted([{a}, {b}], key=_key{i})[0]",
+    "{new} = {fn}({a})", "{new} = list(map({fn}, [{a}, {b}]))[-1]", "{new} = functools.partial({fn})({a})",
+]
+
+
+def _fields(template: str) -> list[str]:
+    seen = []
+    for _, name, _, _ in string.Formatter().parse(template):
+        if name is not None and name not in seen:
+            seen.append(name)
+    return seen
+
+
+def _python_set(v) -> bool:
+    return isinstance(v, (set, frozenset)) and not any(isinstance(e, torch.Tensor) for e in v)
+
+
+PLACES = {  # placeholder -> the values it may name
+    "acc": lambda v: type(v).__name__ in ("Acc", "Scaled") and program_object(v),
+    "obj": lambda v: program_object(v) and hasattr(v, "__dict__"),
+    "pair": lambda v: type(v).__name__ == "Pair" and program_object(v),
+    "stats": lambda v: type(v).__name__ == "Stats" and program_object(v),
+    "frz": lambda v: type(v).__name__ == "Frozen" and program_object(v),
+    "set": _python_set, "mset": lambda v: _python_set(v) and isinstance(v, set),
+    "fn": lambda v: isinstance(v, functools.partial),
+}
+MAKE_PLACES = {  # how such a value is made on the spot (first), when the program has none, or sometimes
+    "acc": ["Acc({a}, {k})", "Scaled({a}, {k})", "Scaled.of({a})"], "obj": ["Acc({a})", "Stats({a})"],
+    "pair": ["Pair({a}, {b})"], "stats": ["Stats({a}, {k})"], "frz": ["Frozen({a}, {k})"],
+    "set": ["set({a}.shape)", "{{{k}, 1, {a}.dim()}}", "frozenset(range({k} % 4))"], "mset": ["{{{k}, 1, {a}.dim()}}"],
+}
+
+
+def _fill_block(draw, g: Gen, template: str) -> list[str]:
+    """The lines of `template` with its placeholders filled in (see above); _Discard if a
+    placeholder has nothing to name."""
+    fields, values, pre = _fields(template), {}, []
+    tensors, ints = g.names(torch.Tensor), g.names(int)
+    for name in (["a"] if {"d", "e"} & set(fields) else []) + fields:
+        if name in values:
+            continue
+        base = name.rstrip("2")
+        if name in ("a", "b"):
+            if not tensors:
+                raise _Discard
+            values[name] = draw(st.sampled_from(tensors))
+        elif name == "k":
+            values[name] = draw(st.sampled_from(ints)) if ints else "2"
+        elif name in ("d", "e"):
+            rank = g.meta[values["a"]].dim()
+            values[name] = draw(st.integers(-rank, rank - 1)) if rank else 0
+        elif base == "new":
+            values[name] = g.new()
+        elif name == "i":
+            g.count += 1
+            values[name] = g.count
+        elif name == "log":
+            logs = g.names(list)
+            if logs and draw(st.booleans()):
+                values[name] = draw(st.sampled_from(logs))
+            else:
+                values[name] = g.new("log")
+                pre.append(f"{values[name]} = []")
+        else:
+            options = g.names_where(PLACES[base])
+            if base in MAKE_PLACES and (not options or draw(st.integers(0, 3)) == 0):
+                if not tensors:
+                    raise _Discard
+                values[name] = g.new("s" if "set" in base else "o")
+                make = draw(st.sampled_from(MAKE_PLACES[base]))
+                pre.append(f"{values[name]} = " + make.format(a=draw(st.sampled_from(tensors)),
+                                                              b=draw(st.sampled_from(tensors)),
+                                                              k=draw(st.sampled_from(ints)) if ints else "2"))
+            elif not options:
+                raise _Discard
+            else:
+                values[name] = draw(st.sampled_from(options))
+    text = "\n".join(pre + [template.format(**values)])
+    _need(g.program, text)
+    return text.split("\n")
+
+
+def rule_bind(table, prefix="t"):
+    """An expression from `table`, bound to a new name."""
+    def rule(draw, g):
+        lines = _fill_block(draw, g, draw(st.sampled_from(table)))
+        name = g.new(prefix)
+        return lines[:-1] + [f"{name} = {lines[-1]}"], None
+    return rule
+
+
+def rule_block(table):
+    """A statement or block from `table`."""
+    def rule(draw, g):
+        return _fill_block(draw, g, draw(st.sampled_from(table))), None
+    return rule
+
+
+def rule_context(draw, g):
+    """A statement (maybe a graph break, maybe a write) inside inference_mode, autocast or a
+    contextlib block."""
+    inner = draw(st.sampled_from([rule_assign(UNARY), rule_assign(BINARY), rule_assign(REDUCE),
+                                  rule_assign(AUTOCAST), rule_assign(AUTOCAST), rule_write(INPLACE),
+                                  rule_unsupported, rule_bind(OBJECT_USE), rule_bind(FUNCTIONAL)]))
+    lines, meta = inner(draw, g)
+    ctx = draw(st.sampled_from(CONTEXTS))
+    def wrap(body):
+        return [f"with {ctx}:", *("    " + line for line in body)]
+    return wrap(lines), wrap(meta if meta is not None else lines)
+
+
+CLASS_RULES = [(3, rule_bind(OBJECT_NEW, "o")), (3, rule_bind(OBJECT_USE)), (2, rule_block(OBJECT_SET)),
+               (1, rule_block(LOCAL_TYPES))]
+EXCEPTION_RULES = [(4, rule_block(EXCEPTIONS))]
+SET_RULES = [(2, rule_bind(SETS_NEW, "s")), (2, rule_bind(SETS_USE)), (1, rule_block(SETS_SET))]
+CONTEXT_RULES = [(2, rule_context), (2, rule_block(CONTEXT_BLOCKS))]
+FUNCTIONAL_RULES = [(3, rule_bind(FUNCTIONAL)), (1, rule_block(FUNCTIONAL_BLOCKS))]
+PYTHON_RULES = CLASS_RULES + EXCEPTION_RULES + SET_RULES + CONTEXT_RULES + FUNCTIONAL_RULES
+
+
 WRITE_RULES = [
     (5, rule_write(INPLACE)), (3, rule_write(AUGMENTED)), (3, rule_write(SETITEM)), (1, rule_write(OUT)),
     (3, rule_write(VIEW_WRITES)), (1, rule_write(META_INPLACE)), (1, rule_write(OTHER_WRITES)),
@@ -358,12 +866,18 @@ RULES = [
     (8, rule_assign(UNARY)), (8, rule_assign(BINARY)), (5, rule_assign(REDUCE)), (5, rule_assign(VIEW)),
     (4, rule_assign(INDEX)), (4, rule_assign(COMBINE)), (3, rule_assign(SIZES, "k")), (2, rule_assign(CREATE)),
     (2, rule_if_python), (2, rule_for), (2, rule_helper), (1, rule_unsupported), (2, rule_box),
-    (1, rule_grad_block), *WRITE_RULES,
+    (1, rule_grad_block), *WRITE_RULES, *PYTHON_RULES,
 ]
 # `python -m fuzz --focus NAME`: a subset of the rules, for a long run at one feature
 FOCUS = {
     "writes": WRITE_RULES + [(3, rule_assign(BINARY)), (2, rule_assign(VIEW)), (2, rule_for), (2, rule_helper),
                              (1, rule_unsupported), (1, rule_grad_block), (2, rule_box)],
+    # the Python constructs around tensor ops: classes, exceptions, sets, contexts, functools/itertools
+    "python": PYTHON_RULES + [(3, rule_assign(UNARY)), (3, rule_assign(BINARY)), (1, rule_assign(REDUCE)),
+                              (1, rule_write(INPLACE)), (1, rule_unsupported), (1, rule_helper), (1, rule_box)],
+    "classes": CLASS_RULES + [(2, rule_assign(BINARY)), (1, rule_write(INPLACE)), (1, rule_box)],
+    "exceptions": EXCEPTION_RULES + [(2, rule_assign(BINARY)), (1, rule_write(INPLACE)), (1, rule_unsupported)],
+    "contexts": CONTEXT_RULES + [(2, rule_assign(BINARY)), (1, rule_write(INPLACE)), (1, rule_unsupported)],
 }
 
 
@@ -403,7 +917,16 @@ def programs(draw, max_statements: int = 8, rules: list | None = None) -> Progra
         inputs.append(BoxSpec("obj", draw(st.integers(1, 3))))
     if draw(st.integers(0, 4)) == 0:
         inputs.append(ListSpec("out"))
+    python = any(r in {r for _, r in PYTHON_RULES} for _, r in rules)  # (only where those rules are drawn)
+    if any(r in {r for _, r in CLASS_RULES} for _, r in rules) and draw(st.integers(0, 5)) == 0:
+        # an object of the program's own class
+        inputs.append(ObjSpec("acc", draw(st.sampled_from(["Acc", "Scaled"])), draw(st.integers(1, 3))))
+    if python and draw(st.integers(0, 5)) == 0:
+        inputs.append(FnSpec("fn", draw(st.sampled_from(PARTIALS))))
     program = Program(inputs)
+    for spec in inputs:
+        if isinstance(spec, ObjSpec):
+            _need(program, spec.cls)
     g = Gen(program)
     enabled = [(w, rule) for w, rule in rules if not draw(st.booleans())]  # swarm: this program's rules
     weighted = [rule for w, rule in enabled or rules for _ in range(w)]
@@ -413,11 +936,11 @@ def programs(draw, max_statements: int = 8, rules: list | None = None) -> Progra
         try:
             lines, meta = rule(draw, g)
         except _Discard:
+            g.rollback(helpers)
             continue
         if not g.attempt(lines, meta):
-            program.helpers[:] = helpers
-    values = [n for n, v in g.meta.items() if isinstance(v, (torch.Tensor, int, float)) and not isinstance(v, bool)
-              and not n.startswith("_")]
+            g.rollback(helpers)
+    values = [n for n, v in g.meta.items() if _returnable(v) and not n.startswith("_")]
     fresh = [n for n in values if n not in {s.name for s in inputs}] or values
     if draw(st.integers(0, 3)) == 3:  # inputs too: a written input returned must be the input itself
         fresh = values
@@ -434,6 +957,23 @@ def programs(draw, max_statements: int = 8, rules: list | None = None) -> Progra
     return program
 
 
+def _returnable(v, depth=0) -> bool:
+    """Tensors and Python numbers; objects of the program's classes, sets of Python values,
+    strs, and lists, tuples and dicts of those (not bools, iterators, functions or classes)."""
+    if isinstance(v, bool):
+        return depth > 0
+    if isinstance(v, (torch.Tensor, int, float, str)) or _python_set(v) or v is None:
+        return True
+    if depth > 3:
+        return False
+    if isinstance(v, (list, tuple)):
+        return all(_returnable(e, depth + 1) for e in v)
+    if isinstance(v, dict):
+        return all(_returnable(e, depth + 1) for e in v.values())
+    return program_object(v) and all(_returnable(e, depth + 1) for e in vars(v).values()) \
+        if hasattr(v, "__dict__") else program_object(v)
+
+
 @st.composite
 def dims(draw) -> dict:
     """Sizes for d0, d1, d2: mostly 2..5, sometimes the special 0 and 1."""
@@ -441,4 +981,4 @@ def dims(draw) -> dict:
     return {s: draw(special) if draw(st.integers(0, 5)) == 0 else draw(st.integers(2, 5)) for s in SYMS}
 
 
-__all__ = ["programs", "dims", "Program", "RULES", "FOCUS"]
+__all__ = ["programs", "dims", "Program", "RULES", "FOCUS", "PYTHON_RULES", "PRELUDE"]

@@ -272,6 +272,9 @@ def compile_entry(dispatcher, args) -> Entry:
     name = f"{dispatcher.qualname.rpartition('.')[2]}_{dispatcher.compiles}"
     try:
         cap = capture(code, globals_, params, args, DynamicPolicy(dispatcher.options.dynamic, dispatcher.frame_state))
+        if cap.tracer.ops_in_try and any(n.target in MODE_EFFECTS for n in cap.tracer.graph.graph.nodes):
+            # the graph could not run again eagerly if it raised: the handler would be skipped
+            raise Unsupported("graph ops under a try in a function with an inference_mode or autocast block")
         plan_outputs(cap)
     except Unsupported as e:
         if dispatcher.options.fullgraph:

@@ -210,3 +210,22 @@ def test_recompile_reasons_and_dynamic_log_name_the_dimension():
     assert "x.size(0) is dynamic from now on: 2 in the first compile, 5 now" in text
     assert "create symbol s0 = 5 for x.size(0)" in text and "guard s0 > 3" in text
     assert dispatcher_of(f).compiles == 2
+
+
+def test_in_place_size_changes_and_max_of_one_size_once_dynamic():
+    def f(x):
+        n = max(x.shape)
+        x.add_(1)
+        x.t_()
+        a = x.shape
+        x.unsqueeze_(0)
+        return n, a, x.shape
+
+    d = run_sizes(f, lambda n: (torch.zeros(n, 4),), [2, 3, 5])
+    assert d.compiles <= 3
+
+    def g(x):
+        x.resize_(0)
+        return x.shape
+
+    run_sizes(g, lambda n: (torch.zeros(n),), [2, 3, 4])

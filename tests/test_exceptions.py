@@ -206,3 +206,19 @@ def test_write_through_a_view_of_an_empty_input_happens_once():
             assert_same(fn(*[a, w][:fn.__code__.co_argcount]), eager(*[b, w][:fn.__code__.co_argcount]))
             assert a._version == b._version
         assert dispatcher_of(fn).compiles == 1
+
+
+def test_ops_under_try_with_an_inference_mode_block_elsewhere_still_reach_the_handler():
+    def f(x):
+        with torch.inference_mode():
+            y = x * 2
+        try:
+            z = x // x  # raises for a zero in x, at run time
+        except RuntimeError:
+            z = x
+        return y, z
+
+    eager = eager_copy(f)
+    jit(f)
+    for x in (torch.tensor([1, 2]), torch.tensor([0, 1])):
+        assert_same(f(x), eager(x))

@@ -281,3 +281,43 @@ def test_partial_passed_in_made_inside_and_returned():
         got, expected = f(x, functools.partial(scale, k=2.0)), eager(x, functools.partial(scale, k=2.0))
         assert_same(got[0], expected[0])
         assert got[1].func is scale and got[1].keywords == {"k": 3.0}
+
+
+class Obj:
+    def __init__(self):
+        self.a = 1
+
+
+class Box:
+    pass
+
+
+def test_getattr_default_and_hasattr_see_attributes_set_in_the_call():
+    def f(x, b):
+        o = Obj()
+        b.c = 3
+        return getattr(o, "a", 0), hasattr(o, "a"), getattr(b, "c", 0), hasattr(o, "zz"), x + 1
+
+    eager = eager_copy(f)
+    jit(f, fullgraph=True)
+    for _ in range(2):
+        x = torch.randn(2)
+        assert_same(f(x, Box()), eager(x, Box()))
+
+
+class Scaled:
+    scale = 2
+
+
+def test_class_attribute_stored_through_type_of_an_object_made_in_the_call():
+    def f(x):
+        o = Scaled()
+        type(o).scale = type(o).scale + 1
+        return x * o.scale
+
+    jit(f)
+    try:
+        for want in (3.0, 4.0, 5.0):
+            assert_same(f(torch.ones(1)), torch.full((1,), want))
+    finally:
+        Scaled.scale = 2

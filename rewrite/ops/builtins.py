@@ -99,6 +99,8 @@ def _type(frame, args, kwargs):
     if len(args) != 1:
         raise Unsupported("type() with three arguments (class creation)")
     v = args[0]  # its type is guarded already; the source lets attributes of the class be guarded
+    if isinstance(v, InstanceVar):  # made in the call: its class is reached the way it was called
+        return ObjectVar(v.cls, v.cls_source)
     return ObjectVar(python_type(v), AttrSource(v.source, "__class__") if v.source is not None else None)
 
 
@@ -127,6 +129,21 @@ def has_attr(frame, v: Var, name: str) -> bool:
 def _has_attr(frame, v: Var, name: str) -> bool:
     if isinstance(v, TensorVar):
         return hasattr(v.value, name)
+    if isinstance(v, InstanceVar):  # an object made in the call: its attributes are the trace's
+        from .instances import _MISSING as missing, class_attr
+        if name in v.attrs or class_attr(v.cls, name) is not missing:
+            return True
+        if class_attr(v.cls, "__getattr__") is not missing:
+            raise Unsupported(f"hasattr on {describe(v)}, whose class defines __getattr__")
+        return False
+    if isinstance(v, ObjectVar) and v.source is not None:  # stored or deleted earlier in this call
+        from ..guards.source import AttrSource
+        from ..trace.side_effects import DELETED
+        stored = frame.tracer.side_effects.stores.get(AttrSource(v.source, name))
+        if stored is DELETED:
+            return False
+        if stored is not None:
+            return True
     if isinstance(v, (ConstVar, ObjectVar)):
         import inspect
         value = v.value
@@ -302,6 +319,8 @@ def _min_max(which):
 def _symbolic_extreme(frame, which, items):
     """min/max of sizes: symbolic (sympy Min/Max), computed by the graph."""
     import sympy
+    if len(items) == 1:
+        return items[0]
     exprs = [i.expr if isinstance(i, SymIntVar) else i.value for i in items]
     expr = (sympy.Min if which is min else sympy.Max)(*exprs)
     value = which(i.value for i in items)

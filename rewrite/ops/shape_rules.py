@@ -452,6 +452,13 @@ def propagate(env, name: str, args, kwargs, result: Var) -> None:
     symbols = symbolic_inputs(args, kwargs)
     if not symbols:
         return
+    _propagate(env, name, args, kwargs, result, symbols)
+    first = args[0] if args else None
+    if isinstance(first, TensorVar) and isinstance(result, TensorVar) and result.value is first.value:
+        first.sym = result.sym  # an in-place op (x.t_(), x.unsqueeze_(0)) changed the input's own sizes
+
+
+def _propagate(env, name: str, args, kwargs, result: Var, symbols) -> None:
     outputs = [result] if isinstance(result, TensorVar) else \
         [v for v in getattr(result, "items", []) if isinstance(v, TensorVar)]
     if not outputs:
