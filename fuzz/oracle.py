@@ -1,8 +1,9 @@
 """The oracle: run a generated program eagerly and under @jit, and compare everything.
 
-For each of three calls -- the first (compile), a second with new values of the same
-shapes (the cache hit), a third with other sizes (the recompile path), and a fourth with
-the inputs' aliasing changed where it can be (inputs that shared memory no longer do, or
+For each call -- the first (compile), a second with new values of the same shapes (the
+cache hit), a third with other sizes (the recompile path, where changed sizes become
+dynamic), a fourth with every size >= 2 moved once more (served by the dynamic entry), and
+one with the inputs' aliasing changed where it can be (inputs that shared memory no longer do, or
 one tensor passed for two inputs) -- it compares the result (structure, dtype, shape,
 values, inference-ness), the inputs afterwards (in-place changes: values, shapes, strides,
 grad_fn, .grad, which inputs share memory; after an exception too), which results are inputs
@@ -276,7 +277,11 @@ def run_program(program, dims1: dict, dims2: dict, backend="python", seed: int =
     eager_ns, jit_ns = program.load(), program.load()  # two modules: jit rewrites the function it gets
     compiled = rewrite.jit(jit_ns["f"], backend=backend)
     STATS.programs += 1
-    calls = [("first call", dims1, seed), ("cached call", dims1, seed + 100), ("other sizes", dims2, seed + 200)]
+    # a third size set moves every size >= 2 once more: after "other sizes" made the changed sizes
+    # dynamic (issue 6), this call runs on the dynamic entry (or shows it was specialized)
+    dims3 = {s: v + 1 if v >= 2 else v for s, v in dims2.items()}
+    calls = [("first call", dims1, seed), ("cached call", dims1, seed + 100), ("other sizes", dims2, seed + 200),
+             ("third sizes", dims3, seed + 400)]
     variant = alias_variant(program.inputs)
     if variant is not None:
         calls.append(("aliasing changed", dims1, seed + 300, variant))
