@@ -210,6 +210,8 @@ def test_recompile_reasons_and_dynamic_log_name_the_dimension():
     assert "x.size(0) is dynamic from now on: 2 in the first compile, 5 now" in text
     assert "create symbol s0 = 5 for x.size(0)" in text and "guard s0 > 3" in text
     assert dispatcher_of(f).compiles == 2
+    reason = dispatcher_of(f)._recompile_reason((torch.randn(3, 3),))
+    assert "x.size(0) >= 4 is false (x.size(0) = 3)" in reason  # the dynamic entry's guard, in user terms
 
 
 def test_in_place_size_changes_and_max_of_one_size_once_dynamic():
