@@ -321,3 +321,21 @@ def test_class_attribute_stored_through_type_of_an_object_made_in_the_call():
             assert_same(f(torch.ones(1)), torch.full((1,), want))
     finally:
         Scaled.scale = 2
+
+
+def test_attribute_deleted_then_set_again_moves_to_the_end_as_in_eager():
+    class A:
+        pass
+
+    def f(x, a):
+        del a.n
+        a.n = 5
+        return x + 1
+
+    eager = eager_copy(f)
+    jit(f, fullgraph=True)
+    for fn in (f, f, eager):
+        a = A()
+        a.w, a.n, a.last = 1, 2, 3
+        fn(torch.ones(1), a)
+        assert list(vars(a)) == ["w", "last", "n"] and a.n == 5

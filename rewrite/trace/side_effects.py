@@ -24,10 +24,12 @@ class SideEffects:
         self.tracer = tracer
         self.stores: dict[Source, object] = {}  # target -> Var (or DELETED), in order of the last write
         self.containers: dict[int, Var] = {}  # id -> ListVar/DictVar with a source, mutated in place
+        self.recreated: set = set()  # attributes deleted, then set again: last in the object's __dict__
 
     def store(self, target: Source, value) -> None:
         note_mutation()
-        self.stores.pop(target, None)
+        if self.stores.pop(target, None) is DELETED and value is not DELETED:
+            self.recreated.add(target)
         self.stores[target] = value
         if value is DELETED:
             self.tracer.wrapped.pop(target, None)
@@ -85,7 +87,9 @@ class SideEffects:
             lines.append(f"{name} = {expr}")
             return name
 
-        for where, value in targets:
+        for (where, value), target in zip(targets, self.stores):
+            if target in self.recreated and isinstance(target, AttrSource) and value is not DELETED:
+                writes.append(f"{parent(target.base)}.__dict__.pop({target.attr!r}, None)")  # re-added at the end
             writes.append(f"del {where}" if value is DELETED else f"{where} = {value_name(rebuild(value))}")
         for box, c in boxes:
             if isinstance(c, ListVar):
