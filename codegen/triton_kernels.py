@@ -94,6 +94,8 @@ class Plan:
         for n in self.inputs:
             if not isinstance(values[n], torch.Tensor):
                 raise NoLowering("an input that is not a tensor")
+            if values[n].dtype not in FLOATS:  # bools only as comparison results (bool + bool is or)
+                raise NoLowering(f"an input of dtype {values[n].dtype}")
             if not values[n].is_contiguous():
                 raise NoLowering("a non-contiguous input")
             if values[n].requires_grad and torch.is_grad_enabled():

@@ -73,3 +73,10 @@ def test_a_dynamic_entry_passes_the_size_to_the_kernel():
         x, y = torch.randn(n), torch.randn(n)
         assert_same(f(x, y), eager(x, y))
     assert dispatcher_of(f).compiles == 2
+
+
+def test_bool_inputs_run_through_torch():
+    def f(x):
+        return x + x  # bool + bool is a logical or in torch
+
+    assert not fused(f, torch.tensor([True, False, True]))
