@@ -12,47 +12,8 @@ relation as plain Python over the sizes (`x.size(0) > 100`): no sympy at call ti
 """
 from __future__ import annotations
 
-import operator
-
-import sympy
-
 from . import logs
 from .guards.source import Source
-
-
-class FloorDiv(sympy.Function):
-    """Python's `//` on sizes (non-negative)."""
-    is_integer = True
-
-    @classmethod
-    def eval(cls, a, b):
-        if a.is_Integer and b.is_Integer:
-            return sympy.Integer(int(a) // int(b))
-        if b == 1:
-            return a
-        if a == 0:
-            return sympy.Integer(0)
-        return None
-
-
-class PyMod(sympy.Function):
-    """Python's `%` on sizes (non-negative)."""
-    is_integer = True
-
-    @classmethod
-    def eval(cls, a, b):
-        if a.is_Integer and b.is_Integer:
-            return sympy.Integer(int(a) % int(b))
-        if b == 1:
-            return sympy.Integer(0)
-        return None
-
-
-SYMPY_OPS = {operator.add: lambda a, b: a + b, operator.sub: lambda a, b: a - b,
-             operator.mul: lambda a, b: a * b, operator.floordiv: FloorDiv, operator.mod: PyMod,
-             operator.neg: lambda a: -a}
-RELATIONS = {operator.lt: sympy.Lt, operator.le: sympy.Le, operator.gt: sympy.Gt, operator.ge: sympy.Ge,
-             operator.eq: sympy.Eq, operator.ne: sympy.Ne}
 
 
 class ShapeEnv:
@@ -71,6 +32,7 @@ class ShapeEnv:
     def size(self, hint: int, source: Source, integer: bool = False) -> sympy.Symbol:
         """The symbol of a dynamic size read from `source` (equal sizes share one), or with
         `integer`, of an int argument (its own symbol; a branch on it specializes it)."""
+        import sympy  # imported with the first symbolic size (it is slow to import)
         sym = self._by_hint.get(hint) if not integer else None
         if integer:
             sym = sympy.Symbol(f"s{len(self.hints)}", integer=True, positive=True)
@@ -98,6 +60,7 @@ class ShapeEnv:
     # -- decisions -------------------------------------------------------------------------------
     def decide(self, rel: sympy.Basic) -> bool:
         """The truth of `rel` now; the entry is valid only while it stays so (a guard)."""
+        import sympy  # imported with the first symbolic size (it is slow to import)
         if rel in (sympy.true, sympy.false):
             return bool(rel)
         pinned = rel.free_symbols & self.int_symbols
@@ -122,6 +85,7 @@ class ShapeEnv:
         return self.hint(expr)
 
     def _pin(self, sym) -> None:
+        import sympy  # imported with the first symbolic size (it is slow to import)
         fact = sympy.Eq(sym, self.hints[sym])
         if fact not in self.relations:
             self.relations[fact] = None
@@ -130,6 +94,7 @@ class ShapeEnv:
 
     def equal(self, a, b) -> bool:
         """Whether two sizes are equal now (guarded when either is symbolic)."""
+        import sympy  # imported with the first symbolic size (it is slow to import)
         if isinstance(a, int) and isinstance(b, int):
             return a == b
         return self.decide(sympy.Eq(a, b))
@@ -138,6 +103,9 @@ class ShapeEnv:
     def guards(self) -> list:
         """Everything the entry assumes, as guards: each symbol >= 2 (sizes 0 and 1 get their
         own entries), the other sources of a symbol equal to its first, then the relations."""
+        if not self.hints:
+            return []
+        import sympy  # imported with the first symbolic size (it is slow to import)
         from .guards.guard import ShapeMatch
         first = {sym: srcs[0] for sym, srcs in self.sources.items()}
         bounds, rest = self._bounds()
@@ -156,6 +124,7 @@ class ShapeEnv:
 
     def _bounds(self):
         """Relations of one symbol with a constant folded into a range per symbol; the rest."""
+        import sympy  # imported with the first symbolic size (it is slow to import)
         bounds = {sym: [2, None] for sym in self.hints}
         rest = []
         for rel in self.relations:
@@ -177,35 +146,3 @@ class ShapeEnv:
                 hi = c if hi is None else min(hi, c)
             bounds[lhs] = [lo, hi]
         return {s: tuple(b) for s, b in bounds.items()}, rest
-
-
-def to_python(expr, name_of) -> str:
-    """A relation or size expression as Python source, symbols rendered by `name_of`."""
-    if isinstance(expr, sympy.Symbol):
-        return name_of(expr)
-    if isinstance(expr, (int, sympy.Integer)):
-        return str(int(expr))
-    if expr is sympy.true or expr is sympy.false:
-        return str(bool(expr))
-    args = [to_python(a, name_of) for a in expr.args]
-    if isinstance(expr, sympy.Add):
-        return "(" + " + ".join(args) + ")"
-    if isinstance(expr, sympy.Mul):
-        return "(" + " * ".join(args) + ")"
-    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
-        return f"({args[0]} ** {int(expr.exp)})"
-    if isinstance(expr, FloorDiv):
-        return f"({args[0]} // {args[1]})"
-    if isinstance(expr, (PyMod, sympy.Mod)):
-        return f"({args[0]} % {args[1]})"
-    if isinstance(expr, sympy.Min):
-        return f"min({', '.join(args)})"
-    if isinstance(expr, sympy.Max):
-        return f"max({', '.join(args)})"
-    if isinstance(expr, sympy.And):
-        return " and ".join(f"({a})" for a in args)
-    ops = {sympy.Eq: "==", sympy.Ne: "!=", sympy.Lt: "<", sympy.Le: "<=", sympy.Gt: ">", sympy.Ge: ">="}
-    for cls, op in ops.items():
-        if isinstance(expr, cls):
-            return f"{args[0]} {op} {args[1]}"
-    raise NotImplementedError(f"rendering {type(expr).__name__} {expr}")

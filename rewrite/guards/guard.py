@@ -437,7 +437,7 @@ class ShapeMatch(Guard):
         return [src for _, src in self.symbols]
 
     def checks(self, c):
-        from ..shapes import to_python
+        from ..symbolic import to_python
         by_symbol = dict(self.symbols)
         return [to_python(self.relation, lambda s: by_symbol[s].expr())]
 
@@ -447,7 +447,7 @@ class ShapeMatch(Guard):
     def failure(self, values):
         if bool(self.relation.xreplace(values)):
             return None
-        from ..shapes import to_python
+        from ..symbolic import to_python
         by_symbol = dict(self.symbols)
         now = ", ".join(f"{src.name()} = {values[sym]}" for sym, src in self.symbols)
         return f"{to_python(self.relation, lambda s: by_symbol[s].name())} is false ({now})"

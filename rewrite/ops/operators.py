@@ -107,7 +107,7 @@ def unary(frame, sym: str, a: Var) -> Var:
 def symint_op(frame, fn, *args: Var) -> Var | None:
     """Arithmetic and comparisons on symbolic sizes: `+ - * // %` stay symbolic (a node and
     an expression); a comparison is decided now and becomes a guard. None: not for sizes."""
-    from ..shapes import RELATIONS, SYMPY_OPS
+    from ..symbolic import RELATIONS, SYMPY_OPS
     if not all(isinstance(a, SymIntVar) or isinstance(a, ConstVar) and type(a.value) is int for a in args):
         return None
     exprs = [a.expr if isinstance(a, SymIntVar) else a.value for a in args]

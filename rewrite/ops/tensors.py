@@ -290,9 +290,10 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
     if dd is not None and isinstance(result, (tuple, list)):
         raise Unsupported(f"{name} of a tensor whose shape depends on data: the number of results does too")
     var = graph.wrap_result(node, result)
-    from .shape_rules import propagate
-    propagate(frame.tracer.shape_env, name if isinstance(name, str) else getattr(name, "__name__", ""),
-              args, kwargs, var)
+    if frame.tracer.shape_env:  # some sizes are symbols: the outputs' sizes follow
+        from .shape_rules import propagate
+        propagate(frame.tracer.shape_env, name if isinstance(name, str) else getattr(name, "__name__", ""),
+                  args, kwargs, var)
     if dd is not None:
         for t in _tensors([var], {}):
             t.node.meta["data_dependent_shape"] = dd

@@ -226,6 +226,12 @@ class _InputWriteCheck(TorchDispatchMode):
     arguments it writes.
     """
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ to keep Dynamo out of it, importing
+        # torch._dynamo (and triton, ~1 s) on the first op; nothing here runs under Dynamo
+        return False
+
     def __init__(self, storages: set, ids: set):
         super().__init__()
         self.storages = storages  # the memory of inputs: writes through views
