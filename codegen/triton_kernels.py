@@ -78,15 +78,20 @@ class Plan:
         for n, ex in zip(self.inputs, example_inputs):
             values[n] = ex
         tensors = [v for v in values.values() if isinstance(v, torch.Tensor)]
-        if not tensors or any(not isinstance(o, torch.fx.Node) or not isinstance(values.get(o), torch.Tensor)
-                              for o in self.outputs):
+        if not tensors or not self.outputs or any(
+                not isinstance(o, torch.fx.Node) or not isinstance(values.get(o), torch.Tensor) for o in self.outputs):
             raise NoLowering("outputs that are not tensors")
-        first = tensors[0]
+        first = values[self.outputs[0]]
         self.shape, self.device = first.shape, first.device
         self.dtype = next((t.dtype for t in tensors if t.dtype in FLOATS), None)
+        dynamic = any(n.meta.get("sym_shape") is not None for n in nodes)
         for t in tensors:
-            if t.shape != self.shape or t.device != self.device:
-                raise NoLowering("tensors of different shapes or devices")
+            if t.device != self.device:
+                raise NoLowering("tensors on different devices")
+            if t.shape != self.shape and (dynamic or not _covers(self.shape, t.shape)):
+                raise NoLowering("a tensor the outputs' shape does not cover")
+        if any(values[o].shape != self.shape for o in self.outputs):
+            raise NoLowering("outputs of different shapes")
             if t.dtype not in FLOATS and t.dtype is not torch.bool:
                 raise NoLowering(f"dtype {t.dtype}")
             if t.dtype in FLOATS and t.dtype is not self.dtype:
@@ -96,8 +101,8 @@ class Plan:
                 raise NoLowering("an input that is not a tensor")
             if values[n].dtype not in FLOATS:  # bools only as comparison results (bool + bool is or)
                 raise NoLowering(f"an input of dtype {values[n].dtype}")
-            if not values[n].is_contiguous():
-                raise NoLowering("a non-contiguous input")
+            if not values[n].is_contiguous() and dynamic:
+                raise NoLowering("a non-contiguous input with symbolic sizes")
             if values[n].requires_grad and torch.is_grad_enabled():
                 raise NoLowering("inputs that require grad (no backward kernels yet)")
         self.values = values
@@ -114,6 +119,32 @@ class Plan:
             self.body.append(f"{names[n]} = {lower(name, args, kwargs)}")
         self.names = names
         self.numel = first.numel()
+        # how each input is read at output element `offs`: directly (same shape, contiguous), or
+        # through the output's multi-index and the input's strides (0 where it broadcasts)
+        self.offsets = {n: "offs" if values[n].shape == self.shape and values[n].is_contiguous()
+                        else _offset_expr(values[n], self.shape) for n in self.inputs}
+
+
+def _covers(shape, other) -> bool:
+    """Whether `other` broadcasts to exactly `shape`."""
+    try:
+        return torch.broadcast_shapes(other, shape) == shape
+    except RuntimeError:
+        return False
+
+
+def _offset_expr(t: torch.Tensor, shape) -> str:
+    """The element offset of `t` for the output element `offs` (static sizes and strides)."""
+    lead = len(shape) - t.dim()
+    terms, inner = [], 1
+    for d in range(len(shape) - 1, -1, -1):
+        size = shape[d]
+        td = d - lead
+        if td >= 0 and t.shape[td] != 1 and size != 1:
+            index = f"((offs // {inner}) % {size})" if inner > 1 else f"(offs % {size})"
+            terms.append(f"{index} * {t.stride(td)}")
+        inner *= size
+    return " + ".join(reversed(terms)) or "offs * 0"
 
 
 @register_backend
@@ -144,7 +175,7 @@ def _build(gm, plan: Plan, tr):
              f"def kernel_{name}({', '.join(ins + outs)}, n, BLOCK: tl.constexpr):",
              "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
              "    mask = offs < n"]
-    lines += [f"    {plan.names[p]} = tl.load({i} + offs, mask=mask)" for p, i in zip(plan.inputs, ins)]
+    lines += [f"    {plan.names[p]} = tl.load({i} + {plan.offsets[p]}, mask=mask)" for p, i in zip(plan.inputs, ins)]
     lines += [f"    {line}" for line in plan.body]
     lines += [f"    tl.store({o} + offs, {plan.names[node]}, mask=mask)" for node, o in zip(plan.outputs, outs)]
     source = "\n".join(lines) + "\n"
@@ -156,11 +187,14 @@ def _build(gm, plan: Plan, tr):
     if logs.enabled("output_code"):
         logs.get("output_code").debug("triton kernel for %s:\n%s", name, source)
 
+    full = next((i for i, p in enumerate(plan.inputs) if plan.values[p].shape == plan.shape), None)
+    static_shape = plan.shape
+
     def launch(*args):
-        # every tensor has the inputs' shape: sizes (symbolic ones too) come from them
-        first = args[0]
-        n = first.numel()
-        outputs = [torch.empty(first.shape, dtype=dtype, device=first.device) for dtype in out_dtypes]
+        # the outputs' shape: an input's that has it (symbolic sizes too), else the traced one
+        shape = args[full].shape if full is not None else static_shape
+        n = shape.numel()
+        outputs = [torch.empty(shape, dtype=dtype, device=args[0].device) for dtype in out_dtypes]
         kernel[(max(1, -(-n // block)),)](*args, *outputs, n, BLOCK=block)
         return tuple(outputs)
 

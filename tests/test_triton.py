@@ -51,15 +51,17 @@ def test_two_dimensional_inputs_and_float64():
     assert fused(f, torch.randn(33, 17, dtype=torch.float64), torch.randn(33, 17, dtype=torch.float64))
 
 
-@pytest.mark.parametrize("case", ["broadcast", "matmul", "requires_grad", "non_contiguous"])
+@pytest.mark.parametrize("case", ["output_smaller_than_broadcast", "matmul", "requires_grad"])
 def test_graphs_it_cannot_fuse_run_through_torch(case):
     x = torch.randn(8, 8)
 
     def f(a, b):
+        if case == "output_smaller_than_broadcast":
+            return (a + b).relu(), b.exp()
         return (a @ b).relu() if case == "matmul" else (a + b).relu()
 
-    args = {"broadcast": (x, torch.randn(8)), "matmul": (x, x),
-            "requires_grad": (x.clone().requires_grad_(), x), "non_contiguous": (x.t(), x)}[case]
+    args = {"output_smaller_than_broadcast": (x, torch.randn(8)), "matmul": (x, x),
+            "requires_grad": (x.clone().requires_grad_(), x)}[case]
     assert not fused(f, *args)
 
 
@@ -80,3 +82,15 @@ def test_bool_inputs_run_through_torch():
         return x + x  # bool + bool is a logical or in torch
 
     assert not fused(f, torch.tensor([True, False, True]))
+
+
+def test_broadcast_and_strided_inputs_are_read_by_index_arithmetic():
+    def f(x, b, w):
+        return F.gelu(x + b) * w  # b: a row broadcast over x; w: a transposed (strided) input
+
+    assert fused(f, torch.randn(6, 5), torch.randn(5), torch.randn(5, 6).t())
+
+    def g(x, col):
+        return (x * col).relu()  # col: (6, 1), broadcast along the last dim
+
+    assert fused(g, torch.randn(6, 5), torch.randn(6, 1))
