@@ -43,13 +43,6 @@ class GraphBuilder:
         var = self._by_source.get(source)
         if var is not None:
             return var
-        name = self._fresh(re.sub(r"\W+", "_", source.name()).strip("_") or "arg")
-        # placeholders go first, in the order inputs were met
-        where = self._last_placeholder
-        with (self.graph.inserting_after(where) if where else self.graph.inserting_before(None)):
-            node = self.graph.placeholder(name)
-        self._created.append(node)
-        self._last_placeholder = node
         storage = _storage(value)
         if storage is not None:
             self.input_storages.add(storage)
@@ -58,15 +51,20 @@ class GraphBuilder:
             copy = input_copy(value, self._copies)
             self._originals[id(copy)] = value
             value = copy
-        node.meta["example_value"] = value
-        node.meta["source"] = source
-        self.inputs.append((source, value, node))
+        node = self._input_node(source, value)
         var = TensorVar(node, value, source)
         self._by_source[source] = var
         return var
 
     def int_input(self, source: Source, value: int, env) -> "SymIntVar":
         """A Python int argument made a symbol: a graph input of its own."""
+        node = self._input_node(source, value)
+        sym = env.size(value, source, integer=True)
+        node.meta["sym_shape"] = sym
+        return SymIntVar(node, sym, value, env, source)
+
+    def _input_node(self, source: Source, value):
+        """A placeholder for `source`; placeholders go first, in the order inputs were met."""
         name = self._fresh(re.sub(r"\W+", "_", source.name()).strip("_") or "arg")
         where = self._last_placeholder
         with (self.graph.inserting_after(where) if where else self.graph.inserting_before(None)):
@@ -76,9 +74,7 @@ class GraphBuilder:
         node.meta["example_value"] = value
         node.meta["source"] = source
         self.inputs.append((source, value, node))
-        sym = env.size(value, source, integer=True)
-        node.meta["sym_shape"] = sym
-        return SymIntVar(node, sym, value, env, source)
+        return node
 
     def _fresh(self, base: str) -> str:
         if base[0].isdigit():
