@@ -6,8 +6,9 @@
     def my_backend(gm, example_inputs):
         return gm.forward
 
-Built in: `eager` (runs the GraphModule) and `python` (straight-line Python source that
-calls torch, the default for CPU tensors).
+Built in: `eager` (runs the GraphModule), `python` (straight-line Python source that
+calls torch, the default for CPU tensors) and `triton` (fused Triton kernels, the default
+for CUDA tensors; CPU tensors run under Triton's interpreter when asked for).
 """
 from __future__ import annotations
 
@@ -40,7 +41,10 @@ def lookup_backend(backend) -> tuple[str, Callable]:
 
 
 def default_backend(example_inputs) -> str:
-    """`python` on CPU; the Triton backend takes CUDA tensors once it exists."""
+    """`triton` when the graph reads CUDA tensors (and triton is installed), else `python`."""
+    import importlib.util
+    if any(getattr(t, "is_cuda", False) for t in example_inputs) and importlib.util.find_spec("triton"):
+        return "triton"
     return "python"
 
 

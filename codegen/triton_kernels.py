@@ -1,27 +1,30 @@
-"""The `triton` backend: a graph of pointwise ops becomes one fused Triton kernel and a small
-Python wrapper that allocates the outputs and launches it.
+"""The `triton` backend: fused Triton kernels for a graph's pointwise ops and reductions, and a
+Python wrapper that allocates buffers, launches the kernels and calls torch for the rest.
 
     @triton.jit
-    def kernel_f_0(in0, in1, out0, n, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
-        x = tl.load(in0 + offs, mask=mask)
-        y = tl.load(in1 + offs, mask=mask)
-        mul = (x * 2.0)
-        add = (mul + y)
-        relu = tl.maximum(add, 0.0)
-        tl.store(out0 + offs, relu, mask=mask)
+    def kernel_f_0_0(in_x, in_w, in_b, out_layer_norm):
+        rows = tl.program_id(0) * 4 + tl.arange(0, 4)[:, None]
+        rmask = rows < 512
+        cols = tl.arange(0, 1024)[None, :]
+        mask = rmask & (cols < 1000)
+        l_x = tl.load(in_x + (rows * 1000 + cols), mask=mask, other=0)
+        v_sum = tl.sum(tl.where(mask, l_x, 0), 1)[:, None]
+        ...
 
-This first version fuses graphs whose every op has a lowering (codegen/lowering.py) and
-whose tensors all have one shape, contiguous, in one floating dtype (comparisons give
-bools); any other graph, and any graph whose inputs require grad while grad mode is on
-(no backward kernels yet), runs through torch (the `python` backend's code). On CPU tensors
-the kernels run under Triton's interpreter: `TRITON_INTERPRET=1` is set before `triton` is
-first imported, and blocks are large (the interpreter pays per program, not per element).
+`codegen/schedule.py` decides which nodes share a kernel; this module writes each kernel
+(pointwise: one flat index `offs`; reduction: `rows` x `cols`, persistent when a row fits one
+block, looped otherwise), the wrapper, and loads both from hash-named files in the cache
+directory (`REWRITE_CACHE_DIR`). `REWRITE_LOGS=output_code` prints them.
+
+Graphs whose tensors require grad while grad mode is on run through torch (the `python`
+backend's code): there are no backward kernels yet. On CPU tensors the kernels run under
+Triton's interpreter: `TRITON_INTERPRET=1` is set before `triton` is first imported, blocks
+are large (the interpreter pays per program, not per element) and no `libdevice` call is used.
 """
 from __future__ import annotations
 
 import os
+import re
 import sys
 import warnings
 
@@ -31,17 +34,46 @@ import torch.fx
 from rewrite import codeload, logs
 
 from . import register_backend
-from .lowering import NoLowering, lower
+from .lowering import TL, NoLowering, Operand, cast, literal, lower_pointwise, register
+from .schedule import ELEM, ROW, Kernel, analyze, schedule
 
-# Without a CUDA device Triton can only interpret: ask for that before anything imports triton
-# (torch itself may, on the first traced op, through torch._dynamo).
+# Without a CUDA device Triton can only interpret: ask for that before anything imports triton.
 if "triton" not in sys.modules and not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-FLOATS = {torch.float32: "tl.float32", torch.float16: "tl.float16", torch.bfloat16: "tl.bfloat16",
-          torch.float64: "tl.float64"}
-GPU_BLOCK = 1024
-INTERPRETER_BLOCK = 1 << 16
+# block sizes: (GPU, interpreter)
+POINTWISE_BLOCK = {"cuda": 1024, "cpu": 1 << 16}
+PERSISTENT_MAX = {"cuda": 8192, "cpu": 1 << 14}  # longest row reduced in one block
+ROW_ELEMENTS = {"cuda": 4096, "cpu": 1 << 15}  # rows x cols per block
+LOOP_BLOCK = {"cuda": 2048, "cpu": 4096}  # cols per step of a looped reduction
+
+SIGNATURE = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
+             torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8",
+             torch.bool: "i1"}
+# every kernel this process generated: file -> {kernel name: signature} (tests compile them for sm_90)
+GENERATED: dict[str, dict[str, dict[str, str]]] = {}
+
+HEADER = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def _max_nan(a, b):
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _min_nan(a, b):
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _round_bf16(x):
+    """float32 -> the nearest bfloat16 (ties to even), held as float32."""
+    bits = x.to(tl.uint32, bitcast=True)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.to(tl.float32, bitcast=True)
+'''
 
 
 def _import_triton(device: torch.device):
@@ -54,149 +86,511 @@ def _import_triton(device: torch.device):
     return triton
 
 
-def _literal(a) -> str:
-    if isinstance(a, bool):
-        return "1" if a else "0"
-    if isinstance(a, (int, float)):
-        return repr(float(a)) if isinstance(a, float) else repr(a)
-    if isinstance(a, str):
-        return repr(a)
-    if a is None:
-        return "None"
-    raise NoLowering(f"argument {a!r}")
+def _prod(sizes):
+    out = 1
+    for s in sizes:
+        out = out * s
+    return out
 
 
-class Plan:
-    """What the kernel reads, computes and writes, or NoLowering."""
+def _is_one(e) -> bool:
+    return e == 1
 
-    def __init__(self, graph: torch.fx.Graph, example_inputs):
-        nodes = list(graph.nodes)
-        self.inputs = [n for n in nodes if n.op == "placeholder"]
-        output = next(n for n in nodes if n.op == "output")
-        self.outputs = list(output.args[0])
-        values = {n: n.meta.get("example_value") for n in nodes}
-        for n, ex in zip(self.inputs, example_inputs):
-            values[n] = ex
-        tensors = [v for v in values.values() if isinstance(v, torch.Tensor)]
-        if not tensors or not self.outputs or any(
-                not isinstance(o, torch.fx.Node) or not isinstance(values.get(o), torch.Tensor) for o in self.outputs):
-            raise NoLowering("outputs that are not tensors")
-        first = values[self.outputs[0]]
-        self.shape, self.device = first.shape, first.device
-        self.dtype = next((t.dtype for t in tensors if t.dtype in FLOATS), None)
-        dynamic = any(n.meta.get("sym_shape") is not None for n in nodes)
-        for t in tensors:
-            if t.device != self.device:
-                raise NoLowering("tensors on different devices")
-            if t.shape != self.shape and (dynamic or not _covers(self.shape, t.shape)):
-                raise NoLowering("a tensor the outputs' shape does not cover")
-        if any(values[o].shape != self.shape for o in self.outputs):
-            raise NoLowering("outputs of different shapes")
-            if t.dtype not in FLOATS and t.dtype is not torch.bool:
-                raise NoLowering(f"dtype {t.dtype}")
-            if t.dtype in FLOATS and t.dtype is not self.dtype:
-                raise NoLowering("mixed float dtypes")
-        for n in self.inputs:
-            if not isinstance(values[n], torch.Tensor):
-                raise NoLowering("an input that is not a tensor")
-            if values[n].dtype not in FLOATS:  # bools only as comparison results (bool + bool is or)
-                raise NoLowering(f"an input of dtype {values[n].dtype}")
-            if not values[n].is_contiguous() and dynamic:
-                raise NoLowering("a non-contiguous input with symbolic sizes")
-            if values[n].requires_grad and torch.is_grad_enabled():
-                raise NoLowering("inputs that require grad (no backward kernels yet)")
-        self.values = values
-        self.body: list[str] = []
-        names = {n: f"v_{n.name}" for n in nodes}
-        for n in nodes:
-            if n.op in ("placeholder", "output"):
-                continue
-            if n.op not in ("call_function", "call_method"):
-                raise NoLowering(f"{n.op} node")
-            name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
-            args = [names[a] if isinstance(a, torch.fx.Node) else _literal(a) for a in n.args]
-            kwargs = {k: names[v] if isinstance(v, torch.fx.Node) else _literal(v) for k, v in n.kwargs.items()}
-            self.body.append(f"{names[n]} = {lower(name, args, kwargs)}")
+
+def _zero(e) -> bool:
+    if isinstance(e, int):
+        return e == 0
+    import sympy
+    return sympy.expand(e) == 0
+
+
+class Sizes:
+    """Size expressions in kernels: ints as literals, symbolic ones as kernel arguments."""
+
+    def __init__(self):
+        self.args: dict = {}  # sympy expression -> argument name
+
+    def __call__(self, e) -> str:
+        if isinstance(e, int):
+            return str(e)
+        import sympy
+        e = sympy.expand(e)
+        if e.is_Integer:
+            return str(int(e))
+        if e not in self.args:
+            self.args[e] = f"ks{len(self.args)}"
+        return self.args[e]
+
+
+class Instr:
+    __slots__ = ("kind", "var", "level", "code", "deps", "extra")
+
+    def __init__(self, kind, var, level, code, deps=(), extra=None):
+        self.kind, self.var, self.level, self.code, self.deps, self.extra = kind, var, level, code, set(deps), extra
+
+
+class KernelWriter:
+    """One kernel's source: instructions from the nodes, then laid out persistent or looped."""
+
+    def __init__(self, kernel: Kernel, name: str, infos, outputs, names, allocated):
+        self.k, self.name, self.infos = kernel, name, infos
+        self.allocated = allocated  # nodes whose buffers the wrapper allocates (contiguous)
+        self.sizes = Sizes()
+        self.instrs: list[Instr] = []
+        self.var: dict = {}  # node -> (var, level) for values computed here
+        self.dtype: dict[str, torch.dtype] = {}  # var -> dtype of the value it holds
+        self.ptrs: dict = {}  # tensor node -> pointer argument
+        self.loads: dict = {}  # (node, level, shape) -> var
+        self.scalars: dict = {}  # int node -> argument
+        self.strides: dict = {}  # (node, dim) -> argument carrying a run-time stride
+        self.outputs = outputs  # nodes this kernel stores
         self.names = names
-        self.numel = first.numel()
-        # how each input is read at output element `offs`: directly (same shape, contiguous), or
-        # through the output's multi-index and the input's strides (0 where it broadcasts)
-        self.offsets = {n: "offs" if values[n].shape == self.shape and values[n].is_contiguous()
-                        else _offset_expr(values[n], self.shape) for n in self.inputs}
+        self._n = 0
+        self.reduction = bool(kernel.dims)
+        if self.reduction:
+            self.groups = [("rows", [i for i in range(len(kernel.shape)) if i not in kernel.dims]),
+                           ("cols", list(kernel.dims))]
+        else:
+            self.groups = [("offs", list(range(len(kernel.shape))))]
+        for n in kernel.nodes:
+            self._node(n)
+        for n in outputs:
+            v, level = self.var[n]
+            self.instrs.append(Instr("store", None, level, self._store(n, v, level), [v]))
+
+    # -- values --------------------------------------------------------------------------
+    def _fresh(self, base: str) -> str:
+        self._n += 1
+        return f"{base}_{self._n}"
+
+    def _emit(self, kind, base, level, code, deps, dtype, extra=None) -> str:
+        var = self._fresh(base)
+        self.instrs.append(Instr(kind, var, level, code, deps, extra))
+        self.dtype[var] = dtype
+        return var
+
+    def operand(self, a, level: str, shape: tuple) -> tuple[Operand, list]:
+        """`a` (node or number) as an operand of a node at `level` whose result has `shape`."""
+        if not isinstance(a, torch.fx.Node):
+            return Operand(None, None, a), []
+        info = self.infos[a]
+        if a in self.var:
+            v = self.var[a][0]
+            return Operand(v, info.dtype, info.example), [v]
+        if not info.is_tensor:
+            arg = self.scalars.setdefault(a, f"s_{self.names[a]}")
+            return Operand(arg, torch.int64, info.example), []
+        addr = self._address(a, level, shape)
+        if (a, level, addr) not in self.loads:
+            self.loads[(a, level, addr)] = self._load(a, level, addr)
+        v = self.loads[(a, level, addr)]
+        return Operand(v, info.dtype, info.example), [v]
+
+    def _load(self, a, level, addr: str) -> str:
+        ptr = self.ptrs.setdefault(a, f"in_{self.names[a]}")
+        dtype = self.infos[a].dtype
+        if addr == "0":
+            code = f"tl.load({ptr})"
+        else:
+            code = f"tl.load({ptr} + {addr}, mask={'rmask' if level == ROW else 'mask'}, other=0)"
+        if dtype in (torch.float16, torch.bfloat16):
+            code += ".to(tl.float32)"
+        return self._emit("load", f"l_{self.names[a]}", level, code, [], dtype)
+
+    def _store(self, n, v, level) -> str:
+        ptr = f"out_{self.names[n]}"
+        self.ptrs[n] = ptr
+        addr = self._address(n, level, self.infos[n].shape)
+        dtype = self.infos[n].dtype
+        value = f"{v}.to({TL[dtype]})" if dtype in (torch.float16, torch.bfloat16) else v
+        if addr == "0":
+            return f"tl.store({ptr}, {value})"
+        return f"tl.store({ptr} + {addr}, {value}, mask={'rmask' if level == ROW else 'mask'})"
+
+    # -- addresses -------------------------------------------------------------------------
+    def _tensor_strides(self, a) -> list:
+        info = self.infos[a]
+        if not info.symbolic:
+            return list(info.example.stride())
+        if a.op == "placeholder" or a in self.allocated:
+            out, inner = [], 1
+            for s in reversed(info.shape):  # contiguous (dynamic inputs are guarded contiguous)
+                out.append(inner)
+                inner = inner * s
+            return list(reversed(out))
+        return [self.strides.setdefault((a, d), f"st_{self.names[a]}_{d}") for d in range(len(info.shape))]
+
+    def _address(self, a, level, shape) -> str:
+        """The element offset of tensor `a` for the current index, read by a value of `shape`."""
+        info, k = self.infos[a], self.k
+        strides = self._tensor_strides(a)
+        # right-align `a` to `shape` (torch broadcasting), stride 0 where it broadcasts
+        lead = len(shape) - len(info.shape)
+        in_shape = [0 if i - lead < 0 or _is_one(info.shape[i - lead]) else strides[i - lead]
+                    for i in range(len(shape))]
+        # place `shape`'s dims in the domain's
+        if len(shape) == len(k.shape):
+            domain = in_shape
+        else:  # a row value without the reduced dims
+            kept = [i for i in range(len(k.shape)) if i not in k.dims]
+            domain = [0] * len(k.shape)
+            for j, i in enumerate(kept):
+                domain[i] = in_shape[j]
+        terms = [t for var, dims in self.groups if (t := self._group_offset(var, dims, domain))]
+        return " + ".join(terms) if terms else "0"
+
+    def _group_offset(self, var: str, dims: list, strides: list) -> str:
+        sizes = [self.k.shape[d] for d in dims]
+        inner = [_prod(sizes[i + 1:]) for i in range(len(sizes))]
+        live = [i for i in range(len(dims)) if not _is_one(sizes[i]) and not _zero(strides[dims[i]])]
+        if not live:
+            return ""
+        nonunit = [i for i in range(len(dims)) if not _is_one(sizes[i])]
+        last = nonunit[-1]
+        k = strides[dims[last]]
+        if live == nonunit and all(_zero(strides[dims[i]] - k * inner[i]) for i in live):
+            return var if _is_one(k) else f"{var} * {self.sizes(k)}"
+        terms = []
+        for i in live:
+            idx = var if _is_one(inner[i]) else f"({var} // {self.sizes(inner[i])})"
+            if i != nonunit[0]:
+                idx = f"({idx} % {self.sizes(sizes[i])})"
+            s = strides[dims[i]]
+            terms.append(idx if _is_one(s) else f"{idx} * {self.sizes(s)}")
+        return "(" + " + ".join(terms) + ")"
+
+    # -- nodes -----------------------------------------------------------------------------
+    def _node(self, n) -> None:
+        info = self.infos[n]
+        level = self.k.level[n]
+        if info.kind == "pointwise":
+            name, args, options = info.op
+            ops, deps = [], []
+            for a in args:
+                if a is None:
+                    ops.append(None)
+                    continue
+                op, d = self.operand(a, level, info.shape)
+                ops.append(op)
+                deps += d
+            code = lower_pointwise(name, ops, options, info.dtype)
+            v = self._emit("compute", f"v_{self.names[n]}", level, code, deps, info.dtype)
+        else:
+            v = self._reduction(n, info)
+        self.var[n] = (v, level)
+
+    def _reduce(self, op: str, src: str, acc: torch.dtype) -> str:
+        return self._emit("reduce", "r", ROW, None, [src], acc, extra=(op, src))
+
+    def _reduction(self, n, info) -> str:
+        spec, k = info.op, self.k
+        x, deps = self.operand(info.input, ELEM, k.shape)
+        dx, out = x.dtype, info.dtype
+        compute = torch.float64 if torch.float64 in (dx, out) else torch.float32
+        count = _prod(k.shape[d] for d in k.dims)
+        n_expr = f"{float(count)!r}" if isinstance(count, int) else self.sizes(count)
+        op = spec["op"]
+
+        def pw(code, deps, level, dtype=compute):
+            if code.isidentifier():  # no cast needed: the value itself
+                return code
+            return self._emit("compute", f"t_{self.names[n]}", level, code, deps, dtype)
+
+        if op in ("sum", "mean"):
+            acc = compute if (dx.is_floating_point or op == "mean") else torch.int64
+            r = self._reduce("sum", pw(x.as_(acc), deps, ELEM, acc), acc)
+            if op == "mean":
+                r = pw(f"({r} / {n_expr})", [r], ROW)
+            return pw(cast(r, acc, out), [r], ROW, out)
+        if op in ("amax", "amin", "max", "min"):
+            r = self._reduce("max" if op in ("amax", "max") else "min", pw(x.as_(compute), deps, ELEM), compute)
+            return pw(cast(r, compute, out), [r], ROW, out)
+        xv = pw(x.as_(compute), deps, ELEM)
+        if op in ("softmax", "log_softmax"):
+            m = self._reduce("max", xv, compute)
+            shifted = pw(f"({xv} - {m})", [xv, m], ELEM)
+            e = pw(f"tl.exp({shifted})", [shifted], ELEM)
+            s = self._reduce("sum", e, compute)
+            if op == "softmax":
+                y = pw(f"({e} / {s})", [e, s], ELEM)
+            else:
+                y = pw(f"({shifted} - tl.log({s}))", [shifted, s], ELEM)
+            return pw(cast(y, compute, out), [y], ELEM, out)
+        # var, std, layer_norm: mean, then the mean of squared deviations
+        total = self._reduce("sum", xv, compute)
+        mean = pw(f"({total} / {n_expr})", [total], ROW)
+        d = pw(f"({xv} - {mean})", [xv, mean], ELEM)
+        sq = self._reduce("sum", pw(f"({d} * {d})", [d], ELEM), compute)
+        if op in ("var", "std"):
+            c = spec["correction"]
+            denom = f"tl.maximum({n_expr} - {literal(c, compute)}, 0.0)" if not isinstance(count, int) \
+                else repr(float(max(count - c, 0)))
+            v = pw(f"({sq} / {denom})", [sq], ROW)
+            if op == "std":
+                v = pw(f"tl.sqrt({v})", [v], ROW)
+            return pw(cast(v, compute, out), [v], ROW, out)
+        rstd = pw(f"tl.rsqrt({sq} / {n_expr} + {literal(spec['eps'], compute)})", [sq], ROW)
+        y = pw(f"({d} * {rstd})", [d, rstd], ELEM)
+        for key, op_ in (("weight", "*"), ("bias", "+")):
+            w = spec[key]
+            if w is not None:
+                wo, wd = self.operand(w, ELEM, k.shape)
+                y = pw(f"({y} {op_} {wo.as_(compute)})", [y, *wd], ELEM)
+        return pw(cast(y, compute, out), [y], ELEM, out)
+
+    # -- layout --------------------------------------------------------------------------
+    def source(self, block: dict) -> str:
+        """The kernel's source for block sizes `block` (XBLOCK, or RBLOCK/CBLOCK + looped)."""
+        k = self.k
+        if not self.reduction:
+            x = block["XBLOCK"]
+            body = [f"offs = tl.program_id(0) * {x} + tl.arange(0, {x})",
+                    f"mask = offs < {self.sizes(_prod(k.shape))}"]
+            body += [self._line(i) for i in self.instrs]
+        else:
+            rb, cb = block["RBLOCK"], block["CBLOCK"]
+            cols = self.sizes(_prod(k.shape[d] for d in k.dims))
+            body = [f"rows = tl.program_id(0) * {rb} + tl.arange(0, {rb})[:, None]",
+                    f"rmask = rows < {self.sizes(_prod(k.kept))}"]
+            if block["looped"]:
+                body += self._looped(rb, cb, cols)
+            else:
+                body += [f"cols = tl.arange(0, {cb})[None, :]", f"mask = rmask & (cols < {cols})"]
+                body += [self._line(i) for i in self.instrs]
+        self.params = [*self.ptrs.values(), *self.scalars.values(), *self.strides.values(),
+                       *self.sizes.args.values()]
+        head = ["@triton.jit", f"def {self.name}({', '.join(self.params)}):"]
+        return "\n".join(head + ["    " + line for line in body]) + "\n"
+
+    def _line(self, i: Instr) -> str:
+        if i.kind == "store":
+            return i.code
+        if i.kind == "reduce":
+            op, src = i.extra
+            if op == "sum":
+                return f"{i.var} = tl.sum(tl.where(mask, {src}, 0), 1)[:, None]"
+            fill = '-float("inf")' if op == "max" else 'float("inf")'
+            return f"{i.var} = tl.reduce(tl.where(mask, {src}, {fill}), 1, _{op}_nan)[:, None]"
+        return f"{i.var} = {i.code}"
+
+    def _looped(self, rb, cb, cols) -> list[str]:
+        """One loop over the columns per round of reductions, then one that stores."""
+        by_var = {i.var: i for i in self.instrs if i.var}
+        avail: dict[str, int] = {}  # row value -> the loop after which it exists (0: before any)
+
+        def need(var) -> int:
+            """The last loop whose row values the element value `var` reads."""
+            i = by_var[var]
+            if i.level == ROW:
+                return avail[var]
+            return max((need(d) for d in i.deps), default=0)
+
+        for i in self.instrs:
+            if i.kind == "reduce":
+                avail[i.var] = need(i.extra[1]) + 1
+            elif i.level == ROW and i.kind != "store":
+                avail[i.var] = max((avail[d] if by_var[d].level == ROW else need(d) for d in i.deps), default=0)
+        rounds = max((avail[i.var] for i in self.instrs if i.kind == "reduce"), default=0)
+        out = [self._line(i) for i in self.instrs if i.level == ROW and i.kind not in ("reduce", "store")
+               and avail[i.var] == 0]
+
+        def cone(roots) -> list[str]:
+            wanted, stack = set(), list(roots)
+            while stack:
+                v = stack.pop()
+                i = by_var[v]
+                if i.level == ELEM and v not in wanted:
+                    wanted.add(v)
+                    stack += i.deps
+            return [self._line(i) for i in self.instrs if i.var in wanted]
+
+        step = [f"cols = c0 + tl.arange(0, {cb})[None, :]", f"mask = rmask & (cols < {cols})"]
+        for r in range(1, rounds + 1):
+            reds = [i for i in self.instrs if i.kind == "reduce" and avail[i.var] == r]
+            for i in reds:
+                op, src = i.extra
+                fill = {"sum": "0", "max": '-float("inf")', "min": 'float("inf")'}[op]
+                out.append(f"acc_{i.var} = tl.full([{rb}, {cb}], {fill}, {TL[self.dtype[i.var]]})")
+            out.append(f"for c0 in range(0, {cols}, {cb}):")
+            body = step + cone([i.extra[1] for i in reds])
+            for i in reds:
+                op, src = i.extra
+                if op == "sum":
+                    body.append(f"acc_{i.var} = acc_{i.var} + tl.where(mask, {src}, 0)")
+                else:
+                    fill = '-float("inf")' if op == "max" else 'float("inf")'
+                    body.append(f"acc_{i.var} = _{op}_nan(acc_{i.var}, tl.where(mask, {src}, {fill}))")
+            out += ["    " + line for line in body]
+            for i in reds:
+                op = i.extra[0]
+                out.append(f"{i.var} = tl.sum(acc_{i.var}, 1)[:, None]" if op == "sum"
+                           else f"{i.var} = tl.reduce(acc_{i.var}, 1, _{op}_nan)[:, None]")
+            out += [self._line(i) for i in self.instrs if i.level == ROW and i.kind == "compute"
+                    and avail[i.var] == r]
+        out += [i.code for i in self.instrs if i.kind == "store" and i.level == ROW]
+        elem_stores = [i for i in self.instrs if i.kind == "store" and i.level == ELEM]
+        if elem_stores:
+            out.append(f"for c0 in range(0, {cols}, {cb}):")
+            body = step + cone([d for i in elem_stores for d in i.deps]) + [i.code for i in elem_stores]
+            out += ["    " + line for line in body]
+        return out
 
 
-def _covers(shape, other) -> bool:
-    """Whether `other` broadcasts to exactly `shape`."""
-    try:
-        return torch.broadcast_shapes(other, shape) == shape
-    except RuntimeError:
+# -- the backend ---------------------------------------------------------------------------
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, (max(n, 1) - 1).bit_length())
+
+
+def blocks(kernel: Kernel, device: str) -> dict:
+    """Block sizes and warps for a kernel (sizes known now, or symbolic)."""
+    if not kernel.dims:
+        n = _prod(kernel.shape)
+        x = POINTWISE_BLOCK[device]
+        return {"XBLOCK": min(x, max(16, _pow2(n))) if isinstance(n, int) else x, "num_warps": 4}
+    rows = _prod(kernel.kept)
+    cols = _prod(kernel.shape[d] for d in kernel.dims)
+    looped = not isinstance(cols, int) or cols > PERSISTENT_MAX[device]
+    cb = LOOP_BLOCK[device] if looped else max(16, _pow2(cols))
+    rb = max(1, ROW_ELEMENTS[device] // cb)
+    if isinstance(rows, int):
+        rb = min(rb, _pow2(rows))
+    warps = 16 if rb * cb >= 8192 else 8 if rb * cb >= 2048 else 4
+    return {"RBLOCK": rb, "CBLOCK": cb, "looped": looped, "num_warps": warps}
+
+
+def _needs_grad(example_inputs, graph) -> bool:
+    if not torch.is_grad_enabled():
         return False
-
-
-def _offset_expr(t: torch.Tensor, shape) -> str:
-    """The element offset of `t` for the output element `offs` (static sizes and strides)."""
-    lead = len(shape) - t.dim()
-    terms, inner = [], 1
-    for d in range(len(shape) - 1, -1, -1):
-        size = shape[d]
-        td = d - lead
-        if td >= 0 and t.shape[td] != 1 and size != 1:
-            index = f"((offs // {inner}) % {size})" if inner > 1 else f"(offs % {size})"
-            terms.append(f"{index} * {t.stride(td)}")
-        inner *= size
-    return " + ".join(reversed(terms)) or "offs * 0"
+    values = list(example_inputs) + [n.meta.get("example_value") for n in graph.nodes]
+    return any(isinstance(v, torch.Tensor) and v.requires_grad for v in values)
 
 
 @register_backend
 def triton(gm: torch.fx.GraphModule, example_inputs):
     from .python import python
     fallback = python(gm, example_inputs)
+    name = re.sub(r"\W", "_", getattr(gm, "_rewrite_name", "graph"))
     try:
-        plan = Plan(gm.graph, example_inputs)
+        if _needs_grad(example_inputs, gm.graph):
+            raise NoLowering("tensors that require grad (no backward kernels yet)")
+        infos = analyze(gm.graph, example_inputs)
+        devices = {i.example.device for i in infos.values() if i.is_tensor}
+        if len(devices) != 1 or next(iter(devices)).type not in ("cpu", "cuda"):
+            raise NoLowering(f"tensors on devices {sorted(map(str, devices))}")
+        items = schedule(gm.graph, infos)
+        if not any(isinstance(item, Kernel) for item in items):
+            raise NoLowering("no op with a lowering")
+        device = next(iter(devices))
+        tr = _import_triton(device)
+        if tr is None:
+            warnings.warn("rewrite: the triton backend needs TRITON_INTERPRET=1 before triton is imported to run "
+                          "CPU tensors; running through torch", RuntimeWarning, stacklevel=2)
+            return fallback
+        return Wrapper(gm.graph, name, infos, items, device).build()
     except NoLowering as e:
         if logs.enabled("output_code"):
-            logs.get("output_code").debug("triton backend: %s runs through torch (%s)",
-                                          getattr(gm, "_rewrite_name", "graph"), e)
+            logs.get("output_code").debug("triton backend: %s runs through torch (%s)", name, e)
         return fallback
-    tr = _import_triton(plan.device)
-    if tr is None:
-        warnings.warn("rewrite: the triton backend needs TRITON_INTERPRET=1 before triton is imported to run "
-                      "CPU tensors; running through torch", RuntimeWarning, stacklevel=2)
-        return fallback
-    return _build(gm, plan, tr)
 
 
-def _build(gm, plan: Plan, tr):
-    name = getattr(gm, "_rewrite_name", "graph")
-    ins = [f"in{i}" for i in range(len(plan.inputs))]
-    outs = [f"out{i}" for i in range(len(plan.outputs))]
-    lines = ["import triton", "import triton.language as tl", "", "",
-             "@triton.jit",
-             f"def kernel_{name}({', '.join(ins + outs)}, n, BLOCK: tl.constexpr):",
-             "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
-             "    mask = offs < n"]
-    lines += [f"    {plan.names[p]} = tl.load({i} + {plan.offsets[p]}, mask=mask)" for p, i in zip(plan.inputs, ins)]
-    lines += [f"    {line}" for line in plan.body]
-    lines += [f"    tl.store({o} + offs, {plan.names[node]}, mask=mask)" for node, o in zip(plan.outputs, outs)]
-    source = "\n".join(lines) + "\n"
-    ns = codeload.load("triton", f"kernel_{name}", source, {})
-    kernel = ns[f"kernel_{name}"]
-    block = INTERPRETER_BLOCK if plan.device.type == "cpu" else GPU_BLOCK
-    block = min(block, max(16, 1 << (max(plan.numel, 1) - 1).bit_length()))
-    out_dtypes = [plan.values[o].dtype for o in plan.outputs]
-    if logs.enabled("output_code"):
-        logs.get("output_code").debug("triton kernel for %s:\n%s", name, source)
+class Wrapper:
+    """The Python function that runs a graph's kernels and extern ops in order."""
 
-    full = next((i for i, p in enumerate(plan.inputs) if plan.values[p].shape == plan.shape), None)
-    static_shape = plan.shape
+    def __init__(self, graph, name, infos, items, device):
+        from .python import Renderer
+        self.graph, self.name, self.infos, self.items, self.device = graph, name, infos, items, device
+        self.r = Renderer(graph, taken={"triton"})
+        self.symbols = self._symbol_sources()
 
-    def launch(*args):
-        # the outputs' shape: an input's that has it (symbolic sizes too), else the traced one
-        shape = args[full].shape if full is not None else static_shape
-        n = shape.numel()
-        outputs = [torch.empty(shape, dtype=dtype, device=args[0].device) for dtype in out_dtypes]
-        kernel[(max(1, -(-n // block)),)](*args, *outputs, n, BLOCK=block)
-        return tuple(outputs)
+    def _symbol_sources(self) -> dict:
+        """Each size symbol -> the wrapper expression that reads it from an argument."""
+        import sympy
+        out = {}
+        for n in self.graph.nodes:
+            sym = n.meta.get("sym_shape") if n.op == "placeholder" else None
+            if isinstance(sym, tuple):
+                for d, s in enumerate(sym):
+                    if isinstance(s, sympy.Symbol):
+                        out.setdefault(s, f"{self.r.names[n]}.size({d})")
+            elif isinstance(sym, sympy.Symbol):
+                out.setdefault(sym, self.r.names[n])
+        return out
 
-    launch.source = source
-    return launch
+    def size(self, e) -> str:
+        if isinstance(e, int):
+            return str(e)
+        from rewrite.symbolic import to_python
+        return to_python(e, lambda s: self.symbols[s])
+
+    def build(self):
+        r, kernels, lines = self.r, [], []
+        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        output = next(n for n in self.graph.nodes if n.op == "output")
+        allocated = set()
+        device = r.const(self.device)
+        for item in self.items:
+            if not isinstance(item, Kernel):
+                lines += r.statement(item)
+                continue
+            kname = f"kernel_{self.name}_{len(kernels)}"
+            outputs = [n for n in item.nodes
+                       if any(u not in item.level for u in n.users) or n in output.all_input_nodes]
+            allocated.update(outputs)
+            writer = KernelWriter(item, kname, self.infos, outputs, r.names, allocated)
+            block = blocks(item, self.device.type)
+            src = writer.source(block)
+            kernels.append((kname, src, writer))
+            for n in outputs:
+                lines.append(f"{r.names[n]} = {self._alloc(n, device)}")
+            lines.append(self._launch(kname, item, writer, block))
+        params = [r.names[n] for n in placeholders]
+        body = ["    " + line for line in lines] + [f"    return {r.arg(output.args[0])}"]
+        wrapper = "\n".join([f"def forward({', '.join(params)}):", *body]) + "\n"
+        kernel_source = HEADER + "".join("\n\n" + src for _, src, _ in kernels)
+        ns = codeload.load("triton", f"kernels_{self.name}", kernel_source, {})
+        GENERATED[codeload.path_for("triton", f"kernels_{self.name}", kernel_source)] = {
+            kname: self._signature(writer) for kname, _, writer in kernels}
+        namespace = dict(r.consts)
+        namespace.update({kname: ns[kname] for kname, _, _ in kernels})
+        namespace["torch"] = torch
+        wrapper_source = f"# triton backend wrapper: {self.name}\n" + wrapper
+        fn = codeload.load("triton", f"wrapper_{self.name}", wrapper_source, namespace)["forward"]
+        if logs.enabled("output_code"):
+            logs.get("output_code").debug("triton kernels for %s:\n%s\n%s", self.name, kernel_source, wrapper_source)
+        fn.source, fn.kernel_source = wrapper_source, kernel_source
+        return fn
+
+    def _alloc(self, n, device: str) -> str:
+        info = self.infos[n]
+        dtype = f"dtype={info.dtype}, device={device}"
+        if info.symbolic:
+            return f"torch.empty(({''.join(self.size(s) + ', ' for s in info.shape)}), {dtype})"
+        ex = info.example
+        if ex.is_contiguous() or not torch._prims_common.is_non_overlapping_and_dense_or_false(ex):
+            return f"torch.empty({tuple(ex.shape)}, {dtype})"
+        return f"torch.empty_strided({tuple(ex.shape)}, {tuple(ex.stride())}, {dtype})"
+
+    def _launch(self, kname, kernel: Kernel, writer: KernelWriter, block: dict) -> str:
+        names = self.r.names
+        args = [names[n] for n in writer.ptrs]
+        args += [names[n] for n in writer.scalars]
+        args += [f"{names[n]}.stride({d})" for n, d in writer.strides]
+        args += [self.size(e) for e in writer.sizes.args]
+        if kernel.dims:
+            work, per = _prod(kernel.kept), block["RBLOCK"]
+        else:
+            work, per = _prod(kernel.shape), block["XBLOCK"]
+        grid = f"({max(1, -(-work // per))},)" if isinstance(work, int) else f"(max(1, -(-{self.size(work)} // {per})),)"
+        warps = f", num_warps={block['num_warps']}" if self.device.type == "cuda" else ""
+        return f"{kname}[{grid}]({', '.join(args)}{warps})"
+
+    def _signature(self, writer: KernelWriter) -> dict:
+        sig = {}
+        for n, p in writer.ptrs.items():
+            sig[p] = "*" + SIGNATURE[self.infos[n].dtype]
+        for p in writer.scalars.values():
+            sig[p] = "i64"
+        for p in [*writer.strides.values(), *writer.sizes.args.values()]:
+            sig[p] = "i32"
+        return sig
