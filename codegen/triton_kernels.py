@@ -50,8 +50,9 @@ LOOP_BLOCK = {"cuda": 2048, "cpu": 4096}  # cols per step of a looped reduction
 SIGNATURE = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64",
              torch.int64: "i64", torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8",
              torch.bool: "i1"}
-# every kernel this process generated: file -> {kernel name: signature} (tests compile them for sm_90)
-GENERATED: dict[str, dict[str, dict[str, str]]] = {}
+# a list: every kernel built from now on is also written with GPU block sizes and recorded
+# here ({"name", "source", "signature", "num_warps"}) for codegen.compile_check (the tests do)
+COLLECT: list | None = None
 
 HEADER = '''import triton
 import triton.language as tl
@@ -203,8 +204,8 @@ class KernelWriter:
         addr = self._address(n, level, self.infos[n].shape)
         dtype = self.infos[n].dtype
         value = f"{v}.to({TL[dtype]})" if dtype in (torch.float16, torch.bfloat16) else v
-        if addr == "0":
-            return f"tl.store({ptr}, {value})"
+        if addr == "0":  # one element: still a block store (the value may be a block)
+            addr = "rows * 0" if level == ROW else "offs * 0" if not self.reduction else "(rows * 0 + cols * 0)"
         return f"tl.store({ptr} + {addr}, {value}, mask={'rmask' if level == ROW else 'mask'})"
 
     # -- addresses -------------------------------------------------------------------------
@@ -549,8 +550,11 @@ class Wrapper:
         wrapper = "\n".join([f"def forward({', '.join(params)}):", *body]) + "\n"
         kernel_source = HEADER + "".join("\n\n" + src for _, src, _ in kernels)
         ns = codeload.load("triton", f"kernels_{self.name}", kernel_source, {})
-        GENERATED[codeload.path_for("triton", f"kernels_{self.name}", kernel_source)] = {
-            kname: self._signature(writer) for kname, _, writer in kernels}
+        if COLLECT is not None:
+            for kname, _, writer in kernels:
+                gpu = blocks(writer.k, "cuda")
+                COLLECT.append({"name": kname, "source": HEADER + "\n\n" + writer.source(gpu),
+                                "signature": self._signature(writer), "num_warps": gpu["num_warps"]})
         namespace = dict(r.consts)
         namespace.update({kname: ns[kname] for kname, _, _ in kernels})
         namespace["torch"] = torch

@@ -391,3 +391,33 @@ def test_on_a_cuda_device_the_default_backend_runs_kernels():
     eager = eager_copy(f)
     g = jit(f)
     assert_same(g(x, w, b), eager(x, w, b))
+
+
+def test_compile_check_catches_what_only_the_gpu_compiler_rejects(tmp_path):
+    """The interpreter runs a block stored through a scalar pointer; the sm_90 compiler does not."""
+    import json
+    import subprocess
+    import sys
+
+    body = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def kernel_k(in_x, out_y):
+    cols = tl.arange(0, 16)[None, :]
+    v = tl.load(in_x + cols)
+    tl.store(out_y{}, tl.sum(v, 1)[:, None])
+'''
+    records = [{"name": "kernel_k", "source": body.format(" + cols * 0"), "signature": {"in_x": "*fp32", "out_y": "*fp32"},
+                "num_warps": 4},
+               {"name": "kernel_k", "source": body.format(""), "signature": {"in_x": "*fp32", "out_y": "*fp32"},
+                "num_warps": 4}]
+    path = tmp_path / "kernels.json"
+    path.write_text(json.dumps(records))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, os.path.join(os.path.dirname(tk.__file__), "compile_check.py"), str(path)],
+                          env=env, capture_output=True, text=True)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 of 2 kernels compile for sm_90" in proc.stdout
+    assert "Value argument cannot be block type" in proc.stdout
