@@ -143,7 +143,7 @@ class KernelWriter:
         self.ptrs: dict = {}  # tensor node -> pointer argument
         self.loads: dict = {}  # (node, level, shape) -> var
         self.scalars: dict = {}  # int node -> argument
-        self.strides: dict = {}  # (node, dim) -> argument carrying a run-time stride
+        self.strides: dict = {}  # symbol -> (node, dim): a stride read at run time
         self.outputs = outputs  # nodes this kernel stores
         self.names = names
         self._n = 0
@@ -219,7 +219,13 @@ class KernelWriter:
                 out.append(inner)
                 inner = inner * s
             return list(reversed(out))
-        return [self.strides.setdefault((a, d), f"st_{self.names[a]}_{d}") for d in range(len(info.shape))]
+        import sympy  # strides read at run time: symbols the wrapper reads with `.stride(d)`
+        out = []
+        for d in range(len(info.shape)):
+            sym = sympy.Symbol(f"st_{self.names[a]}_{d}", integer=True)
+            self.strides[sym] = (a, d)
+            out.append(sym)
+        return out
 
     def _address(self, a, level, shape) -> str:
         """The element offset of tensor `a` for the current index, read by a value of `shape`."""
@@ -343,6 +349,7 @@ class KernelWriter:
     def source(self, block: dict) -> str:
         """The kernel's source for block sizes `block` (XBLOCK, or RBLOCK/CBLOCK + looped)."""
         k = self.k
+        self.interpret = block["interpret"]
         if not self.reduction:
             x = block["XBLOCK"]
             body = [f"offs = tl.program_id(0) * {x} + tl.arange(0, {x})",
@@ -358,10 +365,19 @@ class KernelWriter:
             else:
                 body += [f"cols = tl.arange(0, {cb})[None, :]", f"mask = rmask & (cols < {cols})"]
                 body += [self._line(i) for i in self.instrs]
-        self.params = [*self.ptrs.values(), *self.scalars.values(), *self.strides.values(),
-                       *self.sizes.args.values()]
+        self.params = [*self.ptrs.values(), *self.scalars.values(), *self.sizes.args.values()]
         head = ["@triton.jit", f"def {self.name}({', '.join(self.params)}):"]
         return "\n".join(head + ["    " + line for line in body]) + "\n"
+
+    def _reduce_call(self, op: str, value: str) -> str:
+        """max/min over a block's rows that propagates NaN as torch does: a combine function on
+        the GPU; under the interpreter (whose tl.reduce calls a combine function once per
+        element pair, in Python) tl.max/tl.min with NaN put back."""
+        if self.interpret:
+            nans = f"tl.sum(({value} != {value}).to(tl.int32), 1)[:, None] > 0"
+            return f'tl.where({nans}, float("nan"), tl.{op}({value}, 1)[:, None])'
+
+        return f"tl.reduce({value}, 1, _{op}_nan)[:, None]"
 
     def _line(self, i: Instr) -> str:
         if i.kind == "store":
@@ -371,7 +387,7 @@ class KernelWriter:
             if op == "sum":
                 return f"{i.var} = tl.sum(tl.where(mask, {src}, 0), 1)[:, None]"
             fill = '-float("inf")' if op == "max" else 'float("inf")'
-            return f"{i.var} = tl.reduce(tl.where(mask, {src}, {fill}), 1, _{op}_nan)[:, None]"
+            return f"{i.var} = {self._reduce_call(op, f'tl.where(mask, {src}, {fill})')}"
         return f"{i.var} = {i.code}"
 
     def _looped(self, rb, cb, cols) -> list[str]:
@@ -425,7 +441,7 @@ class KernelWriter:
             for i in reds:
                 op = i.extra[0]
                 out.append(f"{i.var} = tl.sum(acc_{i.var}, 1)[:, None]" if op == "sum"
-                           else f"{i.var} = tl.reduce(acc_{i.var}, 1, _{op}_nan)[:, None]")
+                           else f"{i.var} = {self._reduce_call(op, f'acc_{i.var}')}")
             out += [self._line(i) for i in self.instrs if i.level == ROW and i.kind == "compute"
                     and avail[i.var] == r]
         out += [i.code for i in self.instrs if i.kind == "store" and i.level == ROW]
@@ -448,7 +464,8 @@ def blocks(kernel: Kernel, device: str) -> dict:
     if not kernel.dims:
         n = _prod(kernel.shape)
         x = POINTWISE_BLOCK[device]
-        return {"XBLOCK": min(x, max(16, _pow2(n))) if isinstance(n, int) else x, "num_warps": 4}
+        return {"XBLOCK": min(x, max(16, _pow2(n))) if isinstance(n, int) else x, "num_warps": 4,
+                "interpret": device == "cpu"}
     rows = _prod(kernel.kept)
     cols = _prod(kernel.shape[d] for d in kernel.dims)
     looped = not isinstance(cols, int) or cols > PERSISTENT_MAX[device]
@@ -457,7 +474,7 @@ def blocks(kernel: Kernel, device: str) -> dict:
     if isinstance(rows, int):
         rb = min(rb, _pow2(rows))
     warps = 16 if rb * cb >= 8192 else 8 if rb * cb >= 2048 else 4
-    return {"RBLOCK": rb, "CBLOCK": cb, "looped": looped, "num_warps": warps}
+    return {"RBLOCK": rb, "CBLOCK": cb, "looped": looped, "num_warps": warps, "interpret": device == "cpu"}
 
 
 def _needs_grad(example_inputs, graph) -> bool:
@@ -503,6 +520,7 @@ class Wrapper:
         self.graph, self.name, self.infos, self.items, self.device = graph, name, infos, items, device
         self.r = Renderer(graph, taken={"triton"})
         self.symbols = self._symbol_sources()
+        self.launchers: dict = {}  # kernel name -> ((grid, num_warps), indices of pointers to check)
 
     def _symbol_sources(self) -> dict:
         """Each size symbol -> the wrapper expression that reads it from an argument."""
@@ -530,9 +548,15 @@ class Wrapper:
         output = next(n for n in self.graph.nodes if n.op == "output")
         allocated = set()
         device = r.const(self.device)
-        for item in self.items:
+        last_use = self._last_uses(output)
+        named = set(placeholders)  # values the wrapper holds in a local
+        for index, item in enumerate(self.items):
+            dying = sorted(r.names[n] for n in last_use.get(index, ()) if n in named and n.op != "placeholder")
             if not isinstance(item, Kernel):
                 lines += r.statement(item)
+                named.add(item)
+                if dying:
+                    lines.append(f"del {', '.join(dying)}")
                 continue
             kname = f"kernel_{self.name}_{len(kernels)}"
             outputs = [n for n in item.nodes
@@ -544,7 +568,10 @@ class Wrapper:
             kernels.append((kname, src, writer))
             for n in outputs:
                 lines.append(f"{r.names[n]} = {self._alloc(n, device)}")
-            lines.append(self._launch(kname, item, writer, block))
+            lines.append(self._launch(kname, item, writer, block, allocated))
+            named.update(outputs)
+            if dying:
+                lines.append(f"del {', '.join(dying)}")
         params = [r.names[n] for n in placeholders]
         body = ["    " + line for line in lines] + [f"    return {r.arg(output.args[0])}"]
         wrapper = "\n".join([f"def forward({', '.join(params)}):", *body]) + "\n"
@@ -558,6 +585,8 @@ class Wrapper:
         namespace = dict(r.consts)
         namespace.update({kname: ns[kname] for kname, _, _ in kernels})
         namespace["torch"] = torch
+        namespace.update({f"launch_{kname}": Launcher(ns[kname], grid, checked, self.device)
+                          for kname, (grid, checked) in self.launchers.items()})
         wrapper_source = f"# triton backend wrapper: {self.name}\n" + wrapper
         fn = codeload.load("triton", f"wrapper_{self.name}", wrapper_source, namespace)["forward"]
         if logs.enabled("output_code"):
@@ -575,19 +604,41 @@ class Wrapper:
             return f"torch.empty({tuple(ex.shape)}, {dtype})"
         return f"torch.empty_strided({tuple(ex.shape)}, {tuple(ex.stride())}, {dtype})"
 
-    def _launch(self, kname, kernel: Kernel, writer: KernelWriter, block: dict) -> str:
+    def _last_uses(self, output) -> dict:
+        """item index -> nodes whose last reader is that item (graph outputs live to the end)."""
+        where = {}
+        for index, item in enumerate(self.items):
+            for n in (item.nodes if isinstance(item, Kernel) else [item]):
+                where[n] = index
+        last: dict = {}
+        for n in self.graph.nodes:
+            if n.op == "output" or n in output.all_input_nodes or not n.users:
+                continue
+            readers = [where.get(u, len(self.items)) for u in n.users if u.op != "output"]
+            home = where.get(n)
+            outside = [i for i in readers if i != home]
+            if outside:
+                last.setdefault(max(outside), []).append(n)
+        return last
+
+    def _launch(self, kname, kernel: Kernel, writer: KernelWriter, block: dict, allocated) -> str:
         names = self.r.names
         args = [names[n] for n in writer.ptrs]
         args += [names[n] for n in writer.scalars]
-        args += [f"{names[n]}.stride({d})" for n, d in writer.strides]
+        self.symbols.update({sym: f"{names[n]}.stride({d})" for sym, (n, d) in writer.strides.items()})
         args += [self.size(e) for e in writer.sizes.args]
         if kernel.dims:
             work, per = _prod(kernel.kept), block["RBLOCK"]
         else:
             work, per = _prod(kernel.shape), block["XBLOCK"]
         grid = f"({max(1, -(-work // per))},)" if isinstance(work, int) else f"(max(1, -(-{self.size(work)} // {per})),)"
-        warps = f", num_warps={block['num_warps']}" if self.device.type == "cuda" else ""
-        return f"{kname}[{grid}]({', '.join(args)}{warps})"
+        if self.device.type != "cuda":
+            return f"{kname}[{grid}]({', '.join(args)})"
+        if len(args) == len(writer.ptrs) and isinstance(work, int):  # no int arguments: bind once
+            checked = tuple(i for i, n in enumerate(writer.ptrs) if n not in allocated)
+            self.launchers[kname] = ((max(1, -(-work // per)), block["num_warps"]), checked)
+            return f"launch_{kname}({', '.join(args)})"
+        return f"{kname}[{grid}]({', '.join(args)}, num_warps={block['num_warps']})"
 
     def _signature(self, writer: KernelWriter) -> dict:
         sig = {}
@@ -595,6 +646,37 @@ class Wrapper:
             sig[p] = "*" + SIGNATURE[self.infos[n].dtype]
         for p in writer.scalars.values():
             sig[p] = "i64"
-        for p in [*writer.strides.values(), *writer.sizes.args.values()]:
+        for p in writer.sizes.args.values():
             sig[p] = "i32"
         return sig
+
+
+class Launcher:
+    """A CUDA kernel launched through its compiled form after the first call.
+
+    `kernel[grid](*args)` re-derives Triton's specialization on every call (each int's value,
+    each pointer's 16-byte alignment) before it launches. Kernels bound here take no int
+    arguments (all sizes static), so only the alignment of pointers the wrapper did not
+    allocate can change between calls: the launcher checks those, then does what Triton's
+    own launch does once it has found the compiled kernel in its cache.
+    """
+
+    __slots__ = ("kernel", "grid", "warps", "checked", "compiled", "device", "runtime")
+
+    def __init__(self, kernel, grid_and_warps, checked, device):
+        from triton import knobs
+        self.runtime = knobs.runtime  # the launch hooks profilers set
+        (self.grid, self.warps), self.kernel, self.checked = grid_and_warps, kernel, checked
+        self.compiled, self.device = None, device.index if device.index is not None else 0
+
+    def __call__(self, *args):
+        ck = self.compiled
+        if ck is not None and all(args[i].data_ptr() % 16 == 0 for i in self.checked):
+            stream = torch._C._cuda_getCurrentRawStream(self.device)
+            grid, runtime = self.grid, self.runtime
+            ck.run(grid, 1, 1, stream, ck.function, ck.packed_metadata, ck.launch_metadata((grid,), stream, *args),
+                   runtime.launch_enter_hook, runtime.launch_exit_hook, *args)
+            return
+        compiled = self.kernel[(self.grid,)](*args, num_warps=self.warps)
+        if ck is None and all(args[i].data_ptr() % 16 == 0 for i in self.checked):
+            self.compiled = compiled

@@ -421,3 +421,59 @@ def kernel_k(in_x, out_y):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "1 of 2 kernels compile for sm_90" in proc.stdout
     assert "Value argument cannot be block type" in proc.stdout
+
+
+def test_cuda_launcher_binds_the_compiled_kernel_after_the_first_call(monkeypatch):
+    """Launcher's logic with a stand-in kernel (no GPU here): the first call goes through
+    Triton's `kernel[grid](...)`, later ones straight to the compiled kernel's launcher,
+    unless a pointer the wrapper did not allocate is not 16-byte aligned."""
+    calls = []
+
+    class Compiled:
+        function, packed_metadata = "fn", "meta"
+
+        def launch_metadata(self, grid, stream, *args):
+            return ("md", grid, stream)
+
+        def run(self, *args):
+            calls.append(("bound", args))
+
+    class Kernel:
+        def __getitem__(self, grid):
+            return lambda *args, num_warps: calls.append(("jit", grid, args, num_warps)) or Compiled()
+
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 7, raising=False)
+    launch = tk.Launcher(Kernel(), (3, 8), (0,), torch.device("cuda", 0))
+    x, out = torch.randn(64), torch.randn(64)
+    launch(x, out)
+    launch(x, out)
+    launch(x[1:], out)  # 4 bytes off: Triton must re-specialize
+    assert [c[0] for c in calls] == ["jit", "bound", "jit"]
+    assert calls[0][1:] == ((3,), (x, out), 8)
+    from triton import knobs
+    assert calls[1][1] == (3, 1, 1, 7, "fn", "meta", ("md", (3,), 7), knobs.runtime.launch_enter_hook,
+                           knobs.runtime.launch_exit_hook, x, out)
+
+
+def test_the_wrapper_frees_intermediates_after_their_last_use():
+    def f(x, w):
+        h = (x * 2).relu()
+        y = h @ w
+        return (y + 1).sigmoid()
+
+    built = run(f, torch.randn(4, 4), torch.randn(4, 4))
+    assert "del " in built.wrappers
+
+
+def test_views_torch_makes_with_symbolic_sizes_pass_their_strides_at_run_time():
+    """fuzz finding: a transposed view of a dynamic input has strides only known at run time."""
+    def f(x, v):
+        y = x.t()
+        return (y * 2).sum(0), y + 1, torch.exp(v.transpose(0, 0))
+
+    eager, built = eager_copy(f), Built()
+    g = jit(f, backend=built)
+    for n in (3, 4, 5, 0):
+        x, v = torch.randn(n, 7), torch.randn(n)
+        assert_same(g(x, v), eager(x, v))
+    assert ".stride(" in built.wrappers
