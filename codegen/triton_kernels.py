@@ -135,7 +135,7 @@ class KernelWriter:
 
     def __init__(self, kernel: Kernel, name: str, infos, outputs, names, allocated):
         self.k, self.name, self.infos = kernel, name, infos
-        self.allocated = allocated  # nodes whose buffers the wrapper allocates (contiguous)
+        self.allocated = allocated  # node -> strides of the buffer the wrapper allocates for it
         self.sizes = Sizes()
         self.instrs: list[Instr] = []
         self.var: dict = {}  # node -> (var, level) for values computed here
@@ -190,13 +190,16 @@ class KernelWriter:
     def _load(self, a, level, addr: str) -> str:
         ptr = self.ptrs.setdefault(a, f"in_{self.names[a]}")
         dtype = self.infos[a].dtype
-        if addr == "0":
-            code = f"tl.load({ptr})"
-        else:
-            code = f"tl.load({ptr} + {addr}, mask={'rmask' if level == ROW else 'mask'}, other=0)"
+        if addr == "0":  # one element, read by every lane: still masked (the tensor may be empty)
+            addr = self._zero_index(level)
+        code = f"tl.load({ptr} + {addr}, mask={'rmask' if level == ROW else 'mask'}, other=0)"
         if dtype in (torch.float16, torch.bfloat16):
             code += ".to(tl.float32)"
         return self._emit("load", f"l_{self.names[a]}", level, code, [], dtype)
+
+    def _zero_index(self, level) -> str:
+        """Offset 0 as a block of the level's shape (masks and values are blocks)."""
+        return "rows * 0" if level == ROW else "(rows * 0 + cols * 0)" if self.reduction else "offs * 0"
 
     def _store(self, n, v, level) -> str:
         ptr = f"out_{self.names[n]}"
@@ -205,12 +208,14 @@ class KernelWriter:
         dtype = self.infos[n].dtype
         value = f"{v}.to({TL[dtype]})" if dtype in (torch.float16, torch.bfloat16) else v
         if addr == "0":  # one element: still a block store (the value may be a block)
-            addr = "rows * 0" if level == ROW else "offs * 0" if not self.reduction else "(rows * 0 + cols * 0)"
+            addr = self._zero_index(level)
         return f"tl.store({ptr} + {addr}, {value}, mask={'rmask' if level == ROW else 'mask'})"
 
     # -- addresses -------------------------------------------------------------------------
     def _tensor_strides(self, a) -> list:
         info = self.infos[a]
+        if a in self.allocated and not info.symbolic:
+            return list(self.allocated[a])
         if not info.symbolic:
             return list(info.example.stride())
         if a.op == "placeholder" or a in self.allocated:
@@ -546,7 +551,7 @@ class Wrapper:
         r, kernels, lines = self.r, [], []
         placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
         output = next(n for n in self.graph.nodes if n.op == "output")
-        allocated = set()
+        allocated = {}
         device = r.const(self.device)
         last_use = self._last_uses(output)
         named = set(placeholders)  # values the wrapper holds in a local
@@ -561,7 +566,7 @@ class Wrapper:
             kname = f"kernel_{self.name}_{len(kernels)}"
             outputs = [n for n in item.nodes
                        if any(u not in item.level for u in n.users) or n in output.all_input_nodes]
-            allocated.update(outputs)
+            allocated.update({n: self._layout(n) for n in outputs})
             writer = KernelWriter(item, kname, self.infos, outputs, r.names, allocated)
             block = blocks(item, self.device.type)
             src = writer.source(block)
@@ -594,15 +599,26 @@ class Wrapper:
         fn.source, fn.kernel_source = wrapper_source, kernel_source
         return fn
 
+    def _layout(self, n) -> tuple | None:
+        """Strides of the buffer for `n`: eager's when dense (a transposed input gives a
+        transposed result), else contiguous; None for symbolic sizes (contiguous)."""
+        info = self.infos[n]
+        if info.symbolic:
+            return None
+        ex = info.example
+        if torch._prims_common.is_non_overlapping_and_dense_or_false(ex) and ex.numel() > 0:
+            return tuple(ex.stride())
+        return tuple(torch.empty(ex.shape, device="meta").stride())
+
     def _alloc(self, n, device: str) -> str:
         info = self.infos[n]
         dtype = f"dtype={info.dtype}, device={device}"
         if info.symbolic:
             return f"torch.empty(({''.join(self.size(s) + ', ' for s in info.shape)}), {dtype})"
-        ex = info.example
-        if ex.is_contiguous() or not torch._prims_common.is_non_overlapping_and_dense_or_false(ex):
-            return f"torch.empty({tuple(ex.shape)}, {dtype})"
-        return f"torch.empty_strided({tuple(ex.shape)}, {tuple(ex.stride())}, {dtype})"
+        shape, strides = tuple(info.example.shape), self._layout(n)
+        if strides == tuple(torch.empty(shape, device="meta").stride()):
+            return f"torch.empty({shape}, {dtype})"
+        return f"torch.empty_strided({shape}, {strides}, {dtype})"
 
     def _last_uses(self, output) -> dict:
         """item index -> nodes whose last reader is that item (graph outputs live to the end)."""

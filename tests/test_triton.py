@@ -477,3 +477,15 @@ def test_views_torch_makes_with_symbolic_sizes_pass_their_strides_at_run_time():
         x, v = torch.randn(n, 7), torch.randn(n)
         assert_same(g(x, v), eager(x, v))
     assert ".stride(" in built.wrappers
+
+
+@pytest.mark.parametrize("make", [lambda: torch.randn(0), lambda: torch.randn(1).expand(0), lambda: torch.randn(0, 3),
+                                  lambda: torch.randn(3, 0), lambda: torch.randn(2, 0).t()],
+                         ids=["empty", "expanded_empty", "no_rows", "no_cols", "transposed_empty"])
+def test_empty_tensors(make):
+    """fuzz finding: a one-element read of an empty input was an unmasked load (a segfault
+    under the interpreter, an illegal address on a GPU)."""
+    def f(x):
+        return x - x, (x * 2).sum(-1), x.exp().amax(0, keepdim=True) if x.dim() == 2 and x.shape[0] else x + 1
+
+    run(f, make())
