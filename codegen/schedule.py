@@ -11,9 +11,10 @@ Every node is one of
 A kernel iterates over a domain: a shape S and the dims D it reduces (none for a pointwise
 kernel). Its nodes are elementwise over S ("elem"), or one value per row of the kept dims
 ("row": reduction results and pointwise ops over them). Nodes are placed greedily in graph
-order: a node joins the latest kernel whose domain fits it and that runs after all of its
-inputs exist (so pointwise consumers fuse into their producers, pointwise producers into the
-reductions that read them, and ops on both sides of an extern op keep their own kernels);
+order: a node joins a kernel whose domain fits it and that runs after all of its inputs
+exist -- the latest one that computes one of its inputs, else the latest one (so pointwise
+consumers fuse into their producers, pointwise producers into the reductions that read them,
+and ops on both sides of an extern op keep their own kernels);
 a reduction over a pointwise kernel's shape turns that kernel into a reduction kernel.
 Graphs that write into tensors keep graph order strictly (a node may only join the last item).
 """
@@ -258,12 +259,11 @@ def schedule(graph: torch.fx.Graph, infos: dict) -> list:
             continue
         ready = max((where[a] for a in n.all_input_nodes if a in where), default=-1)
         first = max(len(items) - 1 if strict else ready, 0)
-        chosen = None
-        for i in range(len(items) - 1, first - 1, -1):
-            item = items[i]
-            if isinstance(item, Kernel) and i >= ready and item.accepts(info, infos):
-                chosen = i
-                break
+        fits = [i for i in range(len(items) - 1, first - 1, -1)
+                if isinstance(items[i], Kernel) and i >= ready and items[i].accepts(info, infos)]
+        # prefer a kernel that computes one of the node's inputs (no read back from memory)
+        producers = [i for i in fits if any(a in items[i].level for a in n.all_input_nodes)]
+        chosen = (producers or fits or [None])[0]
         if chosen is None:
             x = infos[info.input] if info.kind == "reduction" else info
             items.append(Kernel(x.shape))

@@ -20,8 +20,10 @@ from fuzz.inputs import AliasSpec, ListSpec, ScalarSpec, TensorSpec, alias_varia
 EXAMPLES = int(os.environ.get("REWRITE_FUZZ_EXAMPLES", "300"))
 
 
-@pytest.mark.parametrize("backend", ["python", "eager"])
+@pytest.mark.parametrize("backend", ["python", "eager", "triton"])
 def test_generated_programs_match_eager(backend):
+    if backend == "triton":
+        pytest.importorskip("triton")
     @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @seed(1234)
     @given(programs(), dims(), dims())

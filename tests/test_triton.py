@@ -99,7 +99,8 @@ def test_nan_propagates_through_maximum_relu_and_clamp_as_in_eager():
 def test_type_promotion_as_torch_does_it():
     def f(i, x, h, b):
         return (i + x, i * 1.5, i * 2, i / 2, h * 2 + 1, h + x, b + x, b & (i > 0), (i > 0.5), x > i,
-                torch.where(b, i, 0), h.sigmoid(), i.abs(), (i - 3).relu())
+                torch.where(b, i, 0), h.sigmoid(), i.abs(), (i - 3).relu(), torch.maximum(i, i * -1),
+                i.clamp(-2, 2), torch.minimum(i, (x * 3).int()))
 
     i = torch.randint(-5, 5, (64,), dtype=torch.int32)
     fused(f, i, torch.randn(64), torch.randn(64, dtype=torch.float16), torch.rand(64) > 0.5)
