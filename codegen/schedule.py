@@ -113,8 +113,17 @@ def _cast_target(name, args, kw, infos) -> torch.dtype:
     return target
 
 
+# in-place ops that change a tensor's sizes or strides: the example values recorded while
+# tracing show the sizes after them, not the sizes the op's input had when it was made
+RESHAPES_IN_PLACE = {"unsqueeze_", "squeeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "resize_",
+                     "resize_as_", "as_strided_", "set_"}
+
+
 def analyze(graph: torch.fx.Graph, example_inputs) -> dict:
     """An Info for every node, with its kind decided."""
+    for n in graph.nodes:
+        if n.op in ("call_function", "call_method") and op_name(n) in RESHAPES_IN_PLACE:
+            raise NoLowering(f"{op_name(n)} changes sizes in place")
     infos = {}
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     examples = dict(zip(placeholders, example_inputs))

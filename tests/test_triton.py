@@ -490,3 +490,16 @@ def test_empty_tensors(make):
         return x - x, (x * 2).sum(-1), x.exp().amax(0, keepdim=True) if x.dim() == 2 and x.shape[0] else x + 1
 
     run(f, make())
+
+
+def test_in_place_size_changes_run_through_torch():
+    """fuzz finding: `t.unsqueeze_(0)` changed the traced example's sizes, and the kernel's
+    buffer was allocated with the sizes after it."""
+    def f(x):
+        t = torch.exp(x)
+        t.unsqueeze_(0)
+        return t, (x * 2).t_()
+
+    built = run(f, torch.randn(()))
+    assert built.count() == 0
+    run(f, torch.randn(3, 2))

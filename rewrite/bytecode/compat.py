@@ -121,3 +121,16 @@ def exception_handlers(code) -> dict:
 
 
 BINARY_OPS = dict(enumerate(symbol for _, symbol in dis._nb_ops))  # arg -> '+', '+=', ...
+
+# -- the raw splice (fastsplice.py) writes 3.11's encodings: inline caches, exception table ---
+FAST_SPLICE = PY311
+
+
+def cache_entries(opcode: int) -> int:
+    """Inline CACHE units after an instruction (3.11+)."""
+    return dis._inline_cache_entries[opcode]
+
+
+def exception_entries(code) -> list:
+    """The exception table's entries (start, end, target in bytes; depth; lasti)."""
+    return dis._parse_exception_table(code)
