@@ -42,7 +42,10 @@ MISS = _Miss()  # "run the original bytecode"
 
 class Slot:
     """The prologue's constant: the newest entry's guard and entry, and the rest of dispatch."""
-    __slots__ = ("guard", "entry", "call", "name", "__weakref__")
+    __slots__ = ("guard", "entry", "call", "name", "off", "__weakref__")
+
+    def __init__(self):
+        self.off = False  # the import hook's bypass (rewrite/bytecode/fastsplice.py): run the original
 
     def __repr__(self):
         return f"<dispatch slot of {getattr(self, 'name', '?')}>"
@@ -66,7 +69,7 @@ OBSERVERS: list[list] = []  # explain() collects (dispatcher, entry) for each co
 class Dispatcher:
     MISS = MISS
 
-    def __init__(self, code, globals_: dict, options: Options, qualname: str):
+    def __init__(self, code, globals_: dict, options: Options, qualname: str, slot: Slot | None = None):
         self.code = code
         self.globals = globals_
         self.options = options
@@ -75,7 +78,7 @@ class Dispatcher:
         self.entries: list[Entry] = []
         self.compiles = 0
         self.frame_state: dict = {}  # source -> sizes seen by the first compile (None: made dynamic since)
-        self.slot = Slot()
+        self.slot = slot if slot is not None else Slot()
         self.slot.guard, self.slot.entry, self.slot.call = _never, None, self.miss
         self.slot.name = qualname
         self._busy = False

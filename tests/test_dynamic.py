@@ -231,3 +231,9 @@ def test_in_place_size_changes_and_max_of_one_size_once_dynamic():
         return x.shape
 
     run_sizes(g, lambda n: (torch.zeros(n),), [2, 3, 4])
+
+    def h(x, y):  # fuzz finding: out= resized a dynamic input, whose symbolic sizes were then stale
+        torch.mul(y, 2, out=x)
+        return x.shape, x.unsqueeze(0).expand(2, *x.shape)
+
+    run_sizes(h, lambda n: (torch.zeros(n, n), torch.ones(())), [2, 3, 4])

@@ -453,9 +453,9 @@ def propagate(env, name: str, args, kwargs, result: Var) -> None:
     if not symbols:
         return
     _propagate(env, name, args, kwargs, result, symbols)
-    first = args[0] if args else None
-    if isinstance(first, TensorVar) and isinstance(result, TensorVar) and result.value is first.value:
-        first.sym = result.sym  # an in-place op (x.t_(), x.unsqueeze_(0)) changed the input's own sizes
+    for written in (args[0] if args else None, kwargs.get("out")):
+        if isinstance(written, TensorVar) and isinstance(result, TensorVar) and result.value is written.value:
+            written.sym = result.sym  # an in-place op (x.t_(), out=) changed the input's own sizes
 
 
 def _propagate(env, name: str, args, kwargs, result: Var, symbols) -> None:
