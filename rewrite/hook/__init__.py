@@ -1,0 +1,156 @@
+"""Rewrite every function of a program's own modules as they are imported.
+
+    python -m rewrite.hook [--include GLOB ...] [--exclude GLOB ...] [--backend NAME]
+                           [--fullgraph] [--report] script.py [args]
+    python -m rewrite.hook [options] -m module [args]
+
+or, from a `conftest.py` or `sitecustomize.py`:
+
+    import rewrite.hook
+    rewrite.hook.install(include=["mypkg"], backend="python")
+    ...
+    rewrite.hook.uninstall()
+
+Which modules: those whose file lies under `root` (the script's directory, or the current
+directory for `-m`; `install(root=...)`), plus those an `include` pattern names, minus those
+an `exclude` pattern names. The standard library, site-packages, torch, triton and rewrite
+itself are never instrumented unless a pattern includes them by name. A pattern with a `/`
+or ending in `.py` matches file paths (fnmatch); otherwise module names, a package's name
+covering its submodules (`mypkg` matches `mypkg.sub.mod`).
+
+What happens to each function: see `rewrite/hook/instrument.py` (raw splice at import, the
+decision at its first call, original code back for functions that never touch torch).
+"""
+from __future__ import annotations
+
+import atexit
+import fnmatch
+import importlib.abc
+import importlib.machinery
+import os
+import site
+import sys
+import sysconfig
+
+from ..dispatch import Options
+from .instrument import LAZIES, instrument
+
+__all__ = ["install", "uninstall", "installed", "report", "Rules", "instrument"]
+
+_OWN = ("rewrite", "codegen", "torch", "triton", "_pytest", "pytest", "pluggy")
+
+
+class Rules:
+    """Which modules the hook instruments."""
+
+    def __init__(self, include=(), exclude=(), root: str | None = None):
+        self.include, self.exclude = list(include or ()), list(exclude or ())
+        self.root = os.path.realpath(root) + os.sep if root else None
+        system = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+        system.update(site.getsitepackages() + [site.getusersitepackages()])
+        self.system = tuple(os.path.realpath(p) + os.sep for p in system if p)
+
+    @staticmethod
+    def _matches(pattern: str, name: str, path: str) -> bool:
+        if "/" in pattern or pattern.endswith(".py"):
+            return fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(path, os.path.join("*", pattern))
+        return fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(name, pattern + ".*")
+
+    def wants(self, name: str, path: str | None) -> bool:
+        if not path or not path.endswith(".py"):
+            return False
+        path = os.path.realpath(path)
+        if any(self._matches(p, name, path) for p in self.exclude):
+            return False
+        if any(self._matches(p, name, path) for p in self.include):
+            return True
+        if name.split(".")[0] in _OWN or path.startswith(self.system):
+            return False
+        return self.root is not None and path.startswith(self.root)
+
+
+class _Loader(importlib.machinery.SourceFileLoader):
+    """A source loader whose code objects come out instrumented (the .pyc cache keeps the
+    original bytecode: instrumentation happens per import, after loading)."""
+
+    options: Options = Options()
+
+    def get_code(self, fullname):
+        code = super().get_code(fullname)
+        return instrument(code, self.options) if code is not None else None
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def __init__(self, rules: Rules, options: Options):
+        self.rules, self.options = rules, options
+        self.modules: list[str] = []
+
+    def find_spec(self, fullname, path, target=None):
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is None or type(spec.loader) is not importlib.machinery.SourceFileLoader \
+                or not self.rules.wants(fullname, spec.origin):
+            return None
+        loader = _Loader(fullname, spec.origin)
+        loader.options = self.options
+        spec.loader = loader
+        self.modules.append(fullname)
+        return spec
+
+
+_finder: _Finder | None = None
+
+
+def install(include=(), exclude=(), backend=None, fullgraph: bool = False, root: str | None = None,
+            dynamic: bool | None = None) -> None:
+    """Instrument modules imported from now on (see the module docstring for which)."""
+    global _finder
+    uninstall()
+    if backend is not None and isinstance(backend, str):
+        from codegen import lookup_backend
+        lookup_backend(backend)  # an unknown name fails now
+    _finder = _Finder(Rules(include, exclude, root), Options(backend, fullgraph, dynamic))
+    sys.meta_path.insert(0, _finder)
+    importlib.invalidate_caches()
+
+
+def uninstall() -> None:
+    """Stop instrumenting new imports (modules already imported stay as they are)."""
+    global _finder
+    if _finder is not None and _finder in sys.meta_path:
+        sys.meta_path.remove(_finder)
+    _finder = None
+
+
+def installed() -> bool:
+    return _finder is not None
+
+
+def options() -> Options:
+    return _finder.options if _finder is not None else Options()
+
+
+def report(file=None) -> str:
+    """Which functions were compiled, with graphs, graph breaks and recompiles; how many
+    were instrumented and how many turned out not to touch torch."""
+    compiled = [z for z in LAZIES if z.decided == "compiled"]
+    plain = sum(z.decided == "plain" for z in LAZIES)
+    lines = [f"rewrite.hook: {len(LAZIES)} functions instrumented, {len(compiled)} compiled, "
+             f"{plain} never touched torch (original code restored), "
+             f"{len(LAZIES) - len(compiled) - plain} never called"]
+    if compiled:
+        lines.append(f"{'function':50} {'graphs':>6} {'breaks':>6} {'eager':>6} {'recompiles':>10}")
+    for z in compiled:
+        d = z.dispatcher
+        graphs = sum(e.graph_module is not None for e in d.entries)
+        breaks = sum(e.graph_break is not None for e in d.entries)
+        eager = sum(e.reason is not None for e in d.entries)
+        where = f"{z.original.co_qualname} ({os.path.basename(z.original.co_filename)}:{z.original.co_firstlineno})"
+        lines.append(f"{where[:50]:50} {graphs:6d} {breaks:6d} {eager:6d} {max(0, d.compiles - 1):10d}")
+    text = "\n".join(lines)
+    if file is not None:
+        print(text, file=file)
+    return text
+
+
+def report_at_exit(file=None) -> None:
+    atexit.register(lambda: report(file or sys.stderr))

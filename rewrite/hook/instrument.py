@@ -1,0 +1,194 @@
+"""Instrument a module's code objects at import; decide at each function's first call.
+
+`instrument(code)` walks a module's code object and splices the dispatcher prologue
+(`rewrite/bytecode/fastsplice.py`, raw bytes, ~30 µs a function) into every function,
+method, lambda and nested function it defines. Comprehensions are left alone (they are part
+of their function); generators, coroutines and async generators are left untouched on
+purpose (the prologue cannot return a compiled result from them; their nested functions
+are instrumented). Nothing else happens at import: no dispatcher, no tracing.
+
+Each spliced code object gets a `Lazy` as its prologue's `slot.call`. At the function's
+first call it looks at what the function touches -- its arguments, the closure cells it
+holds, and the globals its code names (nested code included) -- and decides:
+
+  * tensors, modules or torch itself: a `Dispatcher` takes over the slot and compiles the
+    call, exactly as `@jit` would (later calls hit its cache);
+  * nothing of torch: `slot.off` is set, so the prologue's first three instructions jump to
+    the original code, and the functions already made from this code object (module-level
+    functions, methods, their `functools.wraps` wrappers' `__wrapped__`) get their original
+    code back -- they cost nothing from then on.
+"""
+from __future__ import annotations
+
+import sys
+import types
+import weakref
+
+import torch
+
+from ..bytecode import compat
+from ..bytecode.fastsplice import fast_splice
+from ..bytecode.splice import _ORIGINALS, argument_names, splice_prologue
+from ..dispatch import MISS, Dispatcher, Options, Slot, _never
+
+CO_FUNCTION = 0x1 | 0x2  # CO_OPTIMIZED | CO_NEWLOCALS: a function body (not a module or class body)
+
+# every Lazy made since the hook was installed (the --report reads them)
+LAZIES: list["Lazy"] = []
+
+
+def instrument(code: types.CodeType, options: Options) -> types.CodeType:
+    """`code` with every function it defines (at any depth) spliced."""
+    consts = code.co_consts
+    new = None
+    for i, c in enumerate(consts):
+        if isinstance(c, types.CodeType):
+            d = instrument(c, options)
+            if d is not c:
+                if new is None:
+                    new = list(consts)
+                new[i] = d
+    if new is not None:
+        code = code.replace(co_consts=tuple(new))
+    if not _wants(code):
+        return code
+    return Lazy(code, options).spliced
+
+
+def _wants(code: types.CodeType) -> bool:
+    flags = code.co_flags
+    if flags & CO_FUNCTION != CO_FUNCTION or flags & compat.CO_GENERATOR_LIKE:
+        return False
+    return not code.co_name.startswith("<") or code.co_name == "<lambda>"
+
+
+class Lazy:
+    """The first-call decision for one instrumented code object."""
+
+    __slots__ = ("original", "spliced", "slot", "options", "dispatcher", "decided", "__weakref__")
+
+    def __init__(self, code: types.CodeType, options: Options):
+        self.original, self.options, self.dispatcher, self.decided = code, options, None, None
+        slot = self.slot = Slot()
+        slot.guard, slot.entry, slot.call, slot.name = _never, None, self.first_call, code.co_qualname
+        try:
+            self.spliced = fast_splice(code, slot, MISS, argument_names(code))
+        except (NotImplementedError, ValueError):  # another Python, or a jump the raw splice cannot encode
+            self.spliced = splice_prologue(code, slot, MISS)
+        _ORIGINALS[self.spliced] = code  # what the tracer reads when it inlines a call to it
+        LAZIES.append(self)
+
+    def first_call(self, *args):
+        """slot.call until the decision: the arguments and the function's cells, as the prologue passes them."""
+        frame = sys._getframe(1)
+        globals_ = frame.f_globals
+        if touches_torch(self.original, args, globals_):
+            self.decided = "compiled"
+            d = self.dispatcher = Dispatcher(self.original, globals_, self.options, self.original.co_qualname,
+                                             slot=self.slot)
+            from .. import api
+            api._DISPATCHERS[self.spliced] = d
+            return d.miss(*args)
+        self.decided = "plain"
+        self.slot.off = True
+        self.slot.call = _miss
+        restore(self.spliced, self.original, globals_)
+        return MISS
+
+
+def _miss(*args):
+    return MISS
+
+
+# -- what a function touches --------------------------------------------------------------------
+
+_PLAIN = (int, float, str, bytes, bool, type(None), complex, range, slice)
+
+
+def _torchy(v) -> bool:
+    t = type(v)
+    if t in _PLAIN:
+        return False
+    if isinstance(v, (torch.Tensor, torch.nn.Module)):
+        return True
+    if t is types.ModuleType:
+        return v.__name__ == "torch" or v.__name__.startswith("torch.")
+    if t in (list, tuple) and v:
+        return any(isinstance(x, (torch.Tensor, torch.nn.Module)) for x in v[:16])
+    if t is dict and v:
+        return any(isinstance(x, (torch.Tensor, torch.nn.Module)) for x in list(v.values())[:16])
+    if isinstance(v, type):
+        return issubclass(v, (torch.Tensor, torch.nn.Module))
+    module = getattr(v, "__module__", None)
+    return isinstance(module, str) and (module == "torch" or module.startswith("torch."))
+
+
+_NAMES: "weakref.WeakKeyDictionary[types.CodeType, tuple]" = weakref.WeakKeyDictionary()
+
+
+def _global_names(code: types.CodeType) -> tuple:
+    """Names the code (and the code nested in it) may read as globals."""
+    names = _NAMES.get(code)
+    if names is None:
+        found = set(code.co_names)
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                found.update(_global_names(c))
+        names = _NAMES[code] = tuple(found)
+    return names
+
+
+def touches_torch(code: types.CodeType, args: tuple, globals_: dict) -> bool:
+    for a in args:
+        if type(a) is types.CellType:
+            try:
+                a = a.cell_contents
+            except ValueError:
+                continue
+        if _torchy(a):
+            return True
+    get = globals_.get
+    return any(_torchy(get(name)) for name in _global_names(code))
+
+
+# -- giving functions their original code back -----------------------------------------------------
+
+_INDEX: dict[int, tuple[int, dict]] = {}  # id(module globals) -> (len when indexed, code -> functions)
+
+
+def restore(spliced: types.CodeType, original: types.CodeType, globals_: dict) -> None:
+    """Functions of this module whose code is `spliced` get `original` back."""
+    key = id(globals_)
+    seen = _INDEX.get(key)
+    if seen is None or seen[0] != len(globals_):
+        seen = _INDEX[key] = (len(globals_), _functions_by_code(globals_))
+    for fn in seen[1].pop(spliced, ()):
+        if fn.__code__ is spliced:
+            fn.__code__ = original
+
+
+def _functions_by_code(globals_: dict) -> dict:
+    out: dict = {}
+    seen: set = set()
+
+    def add(fn, depth=0):
+        while isinstance(fn, (staticmethod, classmethod)):
+            fn = fn.__func__
+        if isinstance(fn, property):
+            for f in (fn.fget, fn.fset, fn.fdel):
+                add(f, depth)
+            return
+        if isinstance(fn, types.FunctionType) and id(fn) not in seen:
+            seen.add(id(fn))
+            out.setdefault(fn.__code__, []).append(fn)
+            wrapped = getattr(fn, "__wrapped__", None)
+            if wrapped is not None:
+                add(wrapped, depth)
+        elif isinstance(fn, type) and depth < 4 and id(fn) not in seen and fn.__module__ == globals_.get("__name__"):
+            seen.add(id(fn))
+            for v in list(vars(fn).values()):
+                add(v, depth + 1)
+
+    for v in list(globals_.values()):
+        add(v)
+    return out
