@@ -270,8 +270,10 @@ def test_functions_that_never_touch_torch_get_their_original_code_back(library):
     assert library.wrapped(3) == 6 and not is_rewritten(library.wrapped.__wrapped__.__code__)
     add = library.make_adder(2)
     assert add(5) == 7
-    add2 = library.make_adder(3)  # a closure made after the decision: the prologue's bypass runs
-    assert add2(5) == 8 and is_rewritten(add2.__code__)
+    add2 = library.make_adder(3)  # made after both decisions: plain code
+    assert add2(5) == 8 and not is_rewritten(add2.__code__)
+    first = library.make_adder  # a closure made before its code's decision keeps the bypass
+    assert first(2)(1) == 3
     assert list(library.gen(3)) == [0, 2, 4]
 
 
@@ -339,3 +341,11 @@ def test_install_is_idempotent_and_uninstall_stops_instrumenting(tmp_path):
         sys.modules.pop("late_mod_x", None)
     with pytest.raises(ValueError):
         hook.install(backend="no-such-backend")
+
+
+def test_closures_made_after_both_decisions_carry_no_prologue(library):
+    add = library.make_adder(1)  # make_adder decided plain: its original code comes back
+    assert add(1) == 2  # add decided plain: make_adder's code now makes plain closures
+    later = library.make_adder(5)
+    assert later(1) == 6 and not is_rewritten(later.__code__)
+    assert not is_rewritten(library.make_adder.__code__)

@@ -25,8 +25,19 @@ OP = dis.opmap
 NAMES = ("off", "guard", "entry", "call")
 
 
+_INS: dict[tuple[int, int], bytes] = {}
+
+
 def _ins(op: int, arg: int = 0) -> bytes:
     """One instruction: EXTENDED_ARG prefixes, the op, its inline CACHE units (zeros)."""
+    key = (op, arg)
+    out = _INS.get(key)
+    if out is None:
+        out = _INS[key] = _encode_ins(op, arg)
+    return out
+
+
+def _encode_ins(op: int, arg: int) -> bytes:
     prefix = b""
     for shift in (24, 16, 8):
         if arg >> shift:
@@ -54,21 +65,21 @@ def _localsplus(code: types.CodeType) -> dict[str, int]:
     return index
 
 
-def _index(seq: list, value) -> int:
-    for i, v in enumerate(seq):
-        if v is value or (type(v) is str and type(value) is str and v == value):
-            return i
-    seq.append(value)
-    return len(seq) - 1
+def _name_index(names: list, name: str) -> int:
+    try:
+        return names.index(name)
+    except ValueError:
+        names.append(name)
+        return len(names) - 1
 
 
 def fast_splice(code: types.CodeType, slot, miss, argument_names: tuple) -> types.CodeType:
     """`code` with the dispatcher prologue calling `slot` spliced in, as raw bytes."""
     if not compat.FAST_SPLICE:
         raise NotImplementedError("the raw splice is written for CPython 3.11's bytecode")
-    consts, names = list(code.co_consts), list(code.co_names)
-    k_slot, k_miss = _index(consts, slot), _index(consts, miss)
-    attr = {n: _index(names, n) for n in NAMES}
+    consts, names = code.co_consts + (slot, miss), list(code.co_names)  # both new to this code object
+    k_slot, k_miss = len(consts) - 2, len(consts) - 1
+    attr = {n: _name_index(names, n) for n in NAMES}
     fast = _localsplus(code)
     cells = set(code.co_cellvars)
 
@@ -94,7 +105,7 @@ def fast_splice(code: types.CodeType, slot, miss, argument_names: tuple) -> type
     linetable = _splice_locations(code, at // 2, units)
     stack = len(argument_names) + len(code.co_freevars) + 3
     return code.replace(
-        co_code=raw[:at] + prologue + raw[at:], co_consts=tuple(consts), co_names=tuple(names),
+        co_code=raw[:at] + prologue + raw[at:], co_consts=consts, co_names=tuple(names),
         co_stacksize=max(code.co_stacksize, stack),
         co_exceptiontable=_shift_exceptions(code, units), co_linetable=linetable)
 
@@ -197,7 +208,18 @@ def _splice_locations(code: types.CodeType, at: int, units: int) -> bytes:
         positions = list(code.co_positions())
         positions[at:at] = [here] * units
         return _encode_positions(positions, first)
-    return table[:i] + _encode_positions([here] * units, first) + table[i:]
+    return table[:i] + _prologue_locations(units) + table[i:]
+
+
+_PROLOGUE_LOCATIONS: dict[int, bytes] = {}
+
+
+def _prologue_locations(units: int) -> bytes:
+    """Location entries for `units` code units at the current line, no columns (line delta 0)."""
+    out = _PROLOGUE_LOCATIONS.get(units)
+    if out is None:
+        out = _PROLOGUE_LOCATIONS[units] = _encode_positions([(0, 0, None, None)] * units, 0)
+    return out
 
 
 def _read_varint(table: bytes, i: int) -> tuple[int, int]:

@@ -33,9 +33,10 @@ import sys
 import sysconfig
 
 from ..dispatch import Options
-from .instrument import LAZIES, instrument
+from .instrument import LAZIES
+from .instrument import instrument as _instrument  # (the submodule keeps the name `instrument`)
 
-__all__ = ["install", "uninstall", "installed", "report", "Rules", "instrument"]
+__all__ = ["install", "uninstall", "installed", "options", "report", "Rules"]
 
 _OWN = ("rewrite", "codegen", "torch", "triton", "_pytest", "pytest", "pluggy")
 
@@ -55,6 +56,13 @@ class Rules:
         if "/" in pattern or pattern.endswith(".py"):
             return fnmatch.fnmatch(path, pattern) or fnmatch.fnmatch(path, os.path.join("*", pattern))
         return fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(name, pattern + ".*")
+
+    def may_want(self, name: str) -> bool:
+        """False when the name alone rules a module out (the standard library, torch, rewrite)."""
+        top = name.partition(".")[0]
+        if top not in _OWN and top not in sys.stdlib_module_names:
+            return True
+        return any(not ("/" in p or p.endswith(".py")) and self._matches(p, name, "") for p in self.include)
 
     def wants(self, name: str, path: str | None) -> bool:
         if not path or not path.endswith(".py"):
@@ -77,7 +85,7 @@ class _Loader(importlib.machinery.SourceFileLoader):
 
     def get_code(self, fullname):
         code = super().get_code(fullname)
-        return instrument(code, self.options) if code is not None else None
+        return _instrument(code, self.options) if code is not None else None
 
 
 class _Finder(importlib.abc.MetaPathFinder):
@@ -86,6 +94,8 @@ class _Finder(importlib.abc.MetaPathFinder):
         self.modules: list[str] = []
 
     def find_spec(self, fullname, path, target=None):
+        if not self.rules.may_want(fullname):  # most imports: decided by name, no second path search
+            return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         if spec is None or type(spec.loader) is not importlib.machinery.SourceFileLoader \
                 or not self.rules.wants(fullname, spec.origin):

@@ -16,7 +16,9 @@ holds, and the globals its code names (nested code included) -- and decides:
   * nothing of torch: `slot.off` is set, so the prologue's first three instructions jump to
     the original code, and the functions already made from this code object (module-level
     functions, methods, their `functools.wraps` wrappers' `__wrapped__`) get their original
-    code back -- they cost nothing from then on.
+    code back -- they cost nothing from then on. If the function that defines it (a closure's
+    or lambda's outer function) was decided the same way, that one's code gets this one's
+    original in its constants, so closures made from then on carry no prologue either.
 """
 from __future__ import annotations
 
@@ -39,11 +41,18 @@ LAZIES: list["Lazy"] = []
 
 def instrument(code: types.CodeType, options: Options) -> types.CodeType:
     """`code` with every function it defines (at any depth) spliced."""
+    return _walk(code, options)[0]
+
+
+def _walk(code: types.CodeType, options: Options):
+    """(code with its functions spliced, the Lazy made for `code` itself or None)."""
     consts = code.co_consts
-    new = None
+    new, children = None, []
     for i, c in enumerate(consts):
         if isinstance(c, types.CodeType):
-            d = instrument(c, options)
+            d, lazy = _walk(c, options)
+            if lazy is not None:
+                children.append((i, lazy))
             if d is not c:
                 if new is None:
                     new = list(consts)
@@ -51,8 +60,9 @@ def instrument(code: types.CodeType, options: Options) -> types.CodeType:
     if new is not None:
         code = code.replace(co_consts=tuple(new))
     if not _wants(code):
-        return code
-    return Lazy(code, options).spliced
+        return code, None
+    lazy = Lazy(code, options, children)
+    return lazy.spliced, lazy
 
 
 def _wants(code: types.CodeType) -> bool:
@@ -65,10 +75,15 @@ def _wants(code: types.CodeType) -> bool:
 class Lazy:
     """The first-call decision for one instrumented code object."""
 
-    __slots__ = ("original", "spliced", "slot", "options", "dispatcher", "decided", "__weakref__")
+    __slots__ = ("base", "original", "spliced", "slot", "options", "dispatcher", "decided", "parent", "children",
+                 "restored", "__weakref__")
 
-    def __init__(self, code: types.CodeType, options: Options):
-        self.original, self.options, self.dispatcher, self.decided = code, options, None, None
+    def __init__(self, code: types.CodeType, options: Options, children=()):
+        self.base = self.original = code  # base: as spliced; original: with plain children's own code
+        self.options, self.dispatcher, self.decided, self.parent = options, None, None, None
+        self.children, self.restored = list(children), []  # (const index, Lazy); weakrefs to functions
+        for _, child in self.children:
+            child.parent = self
         slot = self.slot = Slot()
         slot.guard, slot.entry, slot.call, slot.name = _never, None, self.first_call, code.co_qualname
         try:
@@ -92,8 +107,32 @@ class Lazy:
         self.decided = "plain"
         self.slot.off = True
         self.slot.call = _miss
-        restore(self.spliced, self.original, globals_)
+        self.original = self._current()
+        self.restored += restore(self.spliced, self.original, globals_)
+        if self.parent is not None and self.parent.decided == "plain":
+            self.parent._refresh()
         return MISS
+
+    def _current(self) -> types.CodeType:
+        """The base code with the code of children decided plain in place of their spliced code:
+        closures made from it from now on carry no prologue at all."""
+        consts = None
+        for i, child in self.children:
+            if child.decided == "plain":
+                if consts is None:
+                    consts = list(self.base.co_consts)
+                consts[i] = child.original
+        return self.base if consts is None else self.base.replace(co_consts=tuple(consts))
+
+    def _refresh(self) -> None:
+        old, self.original = self.original, self._current()
+        _ORIGINALS[self.spliced] = self.original
+        for ref in self.restored:
+            fn = ref()
+            if fn is not None and fn.__code__ is old:
+                fn.__code__ = self.original
+        if self.parent is not None and self.parent.decided == "plain":
+            self.parent._refresh()
 
 
 def _miss(*args):
@@ -156,15 +195,18 @@ def touches_torch(code: types.CodeType, args: tuple, globals_: dict) -> bool:
 _INDEX: dict[int, tuple[int, dict]] = {}  # id(module globals) -> (len when indexed, code -> functions)
 
 
-def restore(spliced: types.CodeType, original: types.CodeType, globals_: dict) -> None:
-    """Functions of this module whose code is `spliced` get `original` back."""
+def restore(spliced: types.CodeType, original: types.CodeType, globals_: dict) -> list:
+    """Functions of this module whose code is `spliced` get `original` back (weakrefs to them)."""
     key = id(globals_)
     seen = _INDEX.get(key)
     if seen is None or seen[0] != len(globals_):
         seen = _INDEX[key] = (len(globals_), _functions_by_code(globals_))
+    done = []
     for fn in seen[1].pop(spliced, ()):
         if fn.__code__ is spliced:
             fn.__code__ = original
+            done.append(weakref.ref(fn))
+    return done
 
 
 def _functions_by_code(globals_: dict) -> dict:
