@@ -188,9 +188,17 @@ MUTATING = {operator.setitem, operator.iadd, operator.isub, operator.imul, opera
             operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor}
 
 
+# calls a graph makes to switch a mode (inference_mode, autocast) for the ops after them:
+# nodes after them must not join a kernel that runs before them
+MODES = {"_enter_autocast", "_exit_autocast", "_enter_inference_mode", "_exit_inference_mode"}
+
+
 def writes(node: torch.fx.Node) -> bool:
-    """Whether an extern op may write into a tensor (in-place ops, out=, random draws)."""
+    """Whether an extern op may write into a tensor (in-place ops, out=, random draws) or switch
+    a mode: the graph then keeps its order strictly."""
     name = op_name(node)
+    if name in MODES:
+        return True
     return (node.target in MUTATING or "out" in node.kwargs or (name.endswith("_") and not name.endswith("__"))
             or bool(node.meta.get("seeded")) or node.target is torch._C._set_grad_enabled)
 

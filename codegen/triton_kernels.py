@@ -190,16 +190,21 @@ class KernelWriter:
     def _load(self, a, level, addr: str) -> str:
         ptr = self.ptrs.setdefault(a, f"in_{self.names[a]}")
         dtype = self.infos[a].dtype
-        if addr == "0":  # one element, read by every lane: still masked (the tensor may be empty)
-            addr = self._zero_index(level)
+        addr = self._block(addr, level)
         code = f"tl.load({ptr} + {addr}, mask={'rmask' if level == ROW else 'mask'}, other=0)"
         if dtype in (torch.float16, torch.bfloat16):
             code += ".to(tl.float32)"
         return self._emit("load", f"l_{self.names[a]}", level, code, [], dtype)
 
-    def _zero_index(self, level) -> str:
-        """Offset 0 as a block of the level's shape (masks and values are blocks)."""
-        return "rows * 0" if level == ROW else "(rows * 0 + cols * 0)" if self.reduction else "offs * 0"
+    def _block(self, addr: str, level) -> str:
+        """`addr` as a block of the mask's shape: a pointer block may not be smaller than its
+        mask (a tensor broadcast along the columns is read at `rows * 3 + cols * 0`), and one
+        element read by every lane is still masked (the tensor may be empty)."""
+        if addr == "0":
+            addr = ""
+        need = ["rows"] if level == ROW else ["rows", "cols"] if self.reduction else ["offs"]
+        missing = [f"{v} * 0" for v in need if not re.search(rf"\b{v}\b", addr)]
+        return " + ".join(([addr] if addr else []) + missing)
 
     def _store(self, n, v, level) -> str:
         ptr = f"out_{self.names[n]}"
@@ -207,8 +212,7 @@ class KernelWriter:
         addr = self._address(n, level, self.infos[n].shape)
         dtype = self.infos[n].dtype
         value = f"{v}.to({TL[dtype]})" if dtype in (torch.float16, torch.bfloat16) else v
-        if addr == "0":  # one element: still a block store (the value may be a block)
-            addr = self._zero_index(level)
+        addr = self._block(addr, level)
         return f"tl.store({ptr} + {addr}, {value}, mask={'rmask' if level == ROW else 'mask'})"
 
     # -- addresses -------------------------------------------------------------------------

@@ -503,3 +503,25 @@ def test_in_place_size_changes_run_through_torch():
     built = run(f, torch.randn(()))
     assert built.count() == 0
     run(f, torch.randn(3, 2))
+
+
+def test_tensors_broadcast_along_a_whole_group_are_read_as_full_blocks():
+    """fuzz finding: a (rows, 1) input read per element gave a pointer block smaller than its mask."""
+    def f(x, m, c):
+        return (x - m).softmax(-1), (x * c).sum(-1), x.sum(-1, keepdim=True) * m
+
+    fused(f, torch.randn(6, 20), torch.randn(6, 1), torch.randn(20))
+
+
+def test_modes_switched_inside_the_graph_keep_graph_order():
+    """fuzz finding: an op inside an inference_mode block joined a kernel that ran before the
+    block was entered, so its result was not an inference tensor."""
+    def f(x):
+        a = x * 2
+        with torch.inference_mode():
+            b = x + 1
+        return a, b
+
+    built = run(f, torch.randn(8))
+    out = jit(eager_copy(f), backend=Built())(torch.randn(8))
+    assert [t.is_inference() for t in out] == [False, True]
