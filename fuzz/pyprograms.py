@@ -1177,7 +1177,8 @@ class PyProgram:
 
     def reproducer(self, calls=(False,), how: str = "jit") -> str:
         """A standalone script: the program run as written and then `how` ("jit": under
-        rewrite.jit; "splice": every code object spliced with an always-missing prologue) on
+        rewrite.jit; "splice": every code object spliced with an always-missing prologue;
+        "hook": instrumented as `python -m rewrite.hook` instruments a module) on
         the successive argument sets `calls` (False: the first set, True: the second),
         printing each call's outcome and the arguments after it."""
         lines = ["import rewrite", "from fuzz.pyprograms import always_missing_slot, load, splice_all", "",
@@ -1192,6 +1193,9 @@ class PyProgram:
             lines += ["    slot, miss = always_missing_slot()",
                       (f"    f, ns = load(src, {self.func_name!r}, "
                        "(lambda code: splice_all(code, slot, miss)) if how == 'splice' else None)")]
+        elif how == "hook":
+            lines[1] += ", hook_all"
+            lines += [f"    f, ns = load(src, {self.func_name!r}, hook_all if how == 'hook' else None)"]
         else:
             lines += [f"    f, ns = load(src, {self.func_name!r})", "    if how == 'jit':", "        rewrite.jit(f)"]
         for alt in calls:
@@ -1242,6 +1246,13 @@ def splice_all(code: types.CodeType, slot, miss) -> types.CodeType:
     if code.co_name != "<module>" and not code.co_flags & CO_GENERATOR_LIKE:
         code = splice_prologue(code, slot, miss)
     return code
+
+
+def hook_all(code: types.CodeType) -> types.CodeType:
+    """The module's code instrumented as the import hook does it (raw splice, first-call decision)."""
+    from rewrite.dispatch import Options
+    from rewrite.hook.instrument import instrument
+    return instrument(code, Options())
 
 
 def always_missing_slot():
@@ -1348,7 +1359,8 @@ _programs_loaded = itertools.count()
 
 
 def check_program(prog: PyProgram, jit_calls=(False, False, True, False), known_bugs=()) -> None:
-    """The differential oracle: original vs spliced vs jitted, call by call. `jit_calls` are
+    """The differential oracle: original vs spliced vs jitted vs hooked (instrumented as the
+    import hook does it), call by call. `jit_calls` are
     the argument sets of the jitted function's successive calls (False: the first set, True:
     the second); the original and the spliced function are called alongside each time.
     Raises AssertionError with a ready-to-paste reproducer on any difference -- or KnownBug
@@ -1365,11 +1377,13 @@ def check_program(prog: PyProgram, jit_calls=(False, False, True, False), known_
     original, ns_o = load(prog.source, prog.func_name, first_line=first_line)
     spliced, ns_s = load(prog.source, prog.func_name, lambda code: splice_all(code, slot, miss), first_line)
     jitted, ns_j = load(prog.source, prog.func_name, first_line=first_line)
+    hooked, ns_h = load(prog.source, prog.func_name, hook_all, first_line)
     rewrite.jit(jitted)
     for i, alt in enumerate(jit_calls):
         expected = run_once(original, ns_o, *prog.make_args(alt))
         got = {"spliced": run_once(spliced, ns_s, *prog.make_args(alt)),
-               "jitted": run_once(jitted, ns_j, *prog.make_args(alt))}
+               "jitted": run_once(jitted, ns_j, *prog.make_args(alt)),
+               "hooked": run_once(hooked, ns_h, *prog.make_args(alt))}
         for who, outcome in got.items():
             if outcome.same_as(expected):
                 continue
@@ -1389,4 +1403,4 @@ def check_program(prog: PyProgram, jit_calls=(False, False, True, False), known_
                 f"original: {expected.describe()}\n   state: {expected.state!r}\n"
                 f"{who:>8}: {outcome.describe()}\n   state: {outcome.state!r}{reasons}\n"
                 "   (state: args, kwargs, __defaults__, __kwdefaults__, LOG, G_N after the call)\n"
-                f"--- reproducer ---\n{prog.reproducer(calls, 'jit' if who == 'jitted' else 'splice')}")
+                f"--- reproducer ---\n{prog.reproducer(calls, {'jitted': 'jit', 'spliced': 'splice'}.get(who, 'hook'))}")
