@@ -124,6 +124,8 @@ def analyze(graph: torch.fx.Graph, example_inputs) -> dict:
     for n in graph.nodes:
         if n.op in ("call_function", "call_method") and op_name(n) in RESHAPES_IN_PLACE:
             raise NoLowering(f"{op_name(n)} changes sizes in place")
+        if isinstance(n.kwargs.get("out"), torch.fx.Node):
+            raise NoLowering(f"{op_name(n)}(out=) may resize its output tensor in place")
     infos = {}
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     examples = dict(zip(placeholders, example_inputs))

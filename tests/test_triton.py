@@ -504,6 +504,14 @@ def test_in_place_size_changes_run_through_torch():
     assert built.count() == 0
     run(f, torch.randn(3, 2))
 
+    def g(x):  # fuzz finding (a segfault): out= resized an intermediate after it was traced
+        a = x + 0
+        b = a + 1
+        torch.sum(b, 0, out=b)
+        return b
+
+    assert run(g, torch.randn(0)).count() == 0
+
 
 def test_tensors_broadcast_along_a_whole_group_are_read_as_full_blocks():
     """fuzz finding: a (rows, 1) input read per element gave a pointer block smaller than its mask."""
