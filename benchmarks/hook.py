@@ -23,7 +23,6 @@ import types
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-import rewrite.hook  # noqa: E402
 from rewrite.dispatch import Options  # noqa: E402
 from rewrite.hook.instrument import instrument  # noqa: E402
 

@@ -48,4 +48,4 @@ def default_backend(example_inputs) -> str:
     return "python"
 
 
-from . import eager, python, triton_kernels  # noqa: E402,F401  (register the built-in backends)
+from . import eager, python, triton_backend  # noqa: E402,F401  (register the built-in backends)

@@ -4,7 +4,7 @@ cannot (types the GPU compiler rejects, ops without a PTX lowering, too-large bl
     python codegen/compile_check.py kernels.json [--arch 90] [--jobs 2]
 
 `kernels.json` lists {"name", "source", "signature", "num_warps"} records (the triton
-backend collects them, with their GPU block sizes, when `triton_kernels.COLLECT` is a list;
+backend collects them, with their GPU block sizes, when `triton_backend.COLLECT` is a list;
 the test suite does that and runs this at the end). Run it as a script, without
 TRITON_INTERPRET (importing the `codegen` package would turn the interpreter on): this process
 imports triton for real. Exits 1 if any kernel fails to compile.

@@ -60,10 +60,10 @@ class CompileCounter:
 
 def pytest_configure(config):
     try:
-        import codegen.triton_kernels as tk
+        import codegen.triton_backend as tb
     except ImportError:
         return
-    tk.COLLECT = []
+    tb.COLLECT = []
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -75,14 +75,14 @@ def pytest_sessionfinish(session, exitstatus):
     import sys
     import tempfile
 
-    tk = sys.modules.get("codegen.triton_kernels")
-    records = getattr(tk, "COLLECT", None)
+    tb = sys.modules.get("codegen.triton_backend")
+    records = getattr(tb, "COLLECT", None)
     if not records or os.environ.get("REWRITE_SKIP_SM90_CHECK"):
         return
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(records, f)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    script = os.path.join(os.path.dirname(tk.__file__), "compile_check.py")  # not -m: importing the
+    script = os.path.join(os.path.dirname(tb.__file__), "compile_check.py")  # not -m: importing the
     proc = subprocess.run([sys.executable, script, f.name], env=env,  # codegen package turns the interpreter on
                           capture_output=True, text=True)
     os.unlink(f.name)

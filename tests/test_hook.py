@@ -1,13 +1,11 @@
 """python -m rewrite.hook and rewrite.hook.install: instrumenting a program's own modules at
 import time; each function decides at its first call; semantics as under plain python."""
-import functools
 import inspect
 import os
 import pickle
 import subprocess
 import sys
 import textwrap
-import traceback
 import types
 
 import pytest

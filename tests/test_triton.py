@@ -14,6 +14,7 @@ from conftest import assert_same, eager_copy
 
 pytest.importorskip("triton")
 
+import codegen.triton_backend as tb  # noqa: E402
 import codegen.triton_kernels as tk  # noqa: E402
 
 
@@ -24,7 +25,7 @@ class Built:
         self.built = []
 
     def __call__(self, gm, example_inputs):
-        fn = tk.triton(gm, example_inputs)
+        fn = tb.triton(gm, example_inputs)
         self.built.append(fn)
         return fn
 
@@ -417,7 +418,7 @@ def kernel_k(in_x, out_y):
     path = tmp_path / "kernels.json"
     path.write_text(json.dumps(records))
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, os.path.join(os.path.dirname(tk.__file__), "compile_check.py"), str(path)],
+    proc = subprocess.run([sys.executable, os.path.join(os.path.dirname(tb.__file__), "compile_check.py"), str(path)],
                           env=env, capture_output=True, text=True)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "1 of 2 kernels compile for sm_90" in proc.stdout
@@ -444,7 +445,7 @@ def test_cuda_launcher_binds_the_compiled_kernel_after_the_first_call(monkeypatc
             return lambda *args, num_warps: calls.append(("jit", grid, args, num_warps)) or Compiled()
 
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 7, raising=False)
-    launch = tk.Launcher(Kernel(), (3, 8), (0,), torch.device("cuda", 0))
+    launch = tb.Launcher(Kernel(), (3, 8), (0,), torch.device("cuda", 0))
     x, out = torch.randn(64), torch.randn(64)
     launch(x, out)
     launch(x, out)
@@ -530,6 +531,6 @@ def test_modes_switched_inside_the_graph_keep_graph_order():
             b = x + 1
         return a, b
 
-    built = run(f, torch.randn(8))
+    run(f, torch.randn(8))
     out = jit(eager_copy(f), backend=Built())(torch.randn(8))
     assert [t.is_inference() for t in out] == [False, True]
