@@ -228,6 +228,14 @@ LIBRARY = """
 
     def fails(n):
         return [1, 2][n]
+
+    class State:
+        def __init__(self, w):
+            self.w, self.steps = w, 0
+
+    def step(state, lr):
+        state.steps += 1
+        return state.w * lr
     """
 
 
@@ -347,3 +355,9 @@ def test_closures_made_after_both_decisions_carry_no_prologue(library):
     later = library.make_adder(5)
     assert later(1) == 6 and not is_rewritten(later.__code__)
     assert not is_rewritten(library.make_adder.__code__)
+
+
+def test_an_object_holding_tensors_counts_as_touching_torch(library):
+    state = library.State(torch.ones(3))
+    assert torch.equal(library.step(state, 2.0), torch.full((3,), 2.0)) and state.steps == 1
+    assert rewrite.dispatcher_of(library.step).compiles == 1

@@ -9,7 +9,8 @@ are instrumented). Nothing else happens at import: no dispatcher, no tracing.
 
 Each spliced code object gets a `Lazy` as its prologue's `slot.call`. At the function's
 first call it looks at what the function touches -- its arguments, the closure cells it
-holds, and the globals its code names (nested code included) -- and decides:
+holds, and the globals its code names (nested code included); containers and plain objects
+are looked into one level deep -- and decides:
 
   * tensors, modules or torch itself: a `Dispatcher` takes over the slot and compiles the
     call, exactly as `@jit` would (later calls hit its cache);
@@ -159,7 +160,12 @@ def _torchy(v) -> bool:
     if isinstance(v, type):
         return issubclass(v, (torch.Tensor, torch.nn.Module))
     module = getattr(v, "__module__", None)
-    return isinstance(module, str) and (module == "torch" or module.startswith("torch."))
+    if isinstance(module, str) and (module == "torch" or module.startswith("torch.")):
+        return True
+    fields = getattr(v, "__dict__", None)  # a plain object holding tensors (a dataclass, a state)
+    if type(fields) is dict and t not in (types.FunctionType, types.MethodType) and fields:
+        return any(isinstance(x, (torch.Tensor, torch.nn.Module)) for x in list(fields.values())[:16])
+    return False
 
 
 _NAMES: "weakref.WeakKeyDictionary[types.CodeType, tuple]" = weakref.WeakKeyDictionary()
