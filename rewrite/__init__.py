@@ -7,12 +7,25 @@
         ...
 """
 from . import config
-from .api import allow_in_graph, disable, dispatcher_of, graph_break, jit, mark_dynamic, mark_static
-from .explain import explain
-from .dispatch import reset_all as reset
-from .errors import BackendCompilerFailed, RecompileLimitExceeded, RewriteError, Unsupported
-from codegen import list_backends, register_backend
+
+# Loaded on first use, so that `import rewrite.hook` (a program that may never import torch)
+# does not import torch: each public name -> the module that defines it.
+_LAZY = {"jit": "api", "allow_in_graph": "api", "disable": "api", "dispatcher_of": "api", "graph_break": "api",
+         "mark_dynamic": "api", "mark_static": "api", "explain": "explaining", "reset": "dispatch",
+         "BackendCompilerFailed": "errors", "RecompileLimitExceeded": "errors", "RewriteError": "errors",
+         "Unsupported": "errors", "list_backends": "codegen", "register_backend": "codegen"}
 
 __all__ = ["jit", "reset", "config", "register_backend", "list_backends", "dispatcher_of", "explain", "disable",
            "allow_in_graph", "graph_break", "mark_dynamic", "mark_static",
            "RewriteError", "Unsupported", "BackendCompilerFailed", "RecompileLimitExceeded"]
+
+
+def __getattr__(name: str):
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'rewrite' has no attribute {name!r}")
+    import importlib
+    module = importlib.import_module(where if where == "codegen" else f"rewrite.{where}")
+    value = getattr(module, "reset_all" if name == "reset" else name)
+    globals()[name] = value
+    return value

@@ -18,7 +18,7 @@ import torch.fx
 from torch.amp import autocast_mode
 from torch.autograd import grad_mode
 
-from . import codeload, graph_break, logs
+from . import breaks, codeload, logs
 
 try:  # generates the GraphModule's own Python code only if someone asks for it
     from torch.fx._lazy_graph_module import _LazyGraphModule as GraphModule
@@ -282,7 +282,7 @@ def compile_entry(dispatcher, args) -> Entry:
                 raise UserError(e) from e  # the user's own exception, from eager's run
             raise
         tracer = getattr(e, "tracer", None)
-        brk = graph_break.plan(tracer, e) if tracer is not None else None
+        brk = breaks.plan(tracer, e) if tracer is not None else None
         if brk is not None:
             entry = _break_entry(dispatcher, tracer, brk, name, start)
             if entry is not None:

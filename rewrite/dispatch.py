@@ -19,47 +19,18 @@ from __future__ import annotations
 
 import warnings
 import weakref
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from . import codeload, config, logs
 from .bytecode.splice import prologue_names
-from .compile import Entry, compile_entry
+from .slot import MISS, Options, Slot, _Miss, _never  # noqa: F401  (torch-free: the import hook uses them)
+
+if TYPE_CHECKING:
+    from .compile import Entry
 from .errors import BackendCompilerFailed, InternalError, RecompileLimitExceeded, Unsupported, UserError
 from .guards.source import param_name
-
-
-class _Miss:
-    __slots__ = ()
-
-    def __repr__(self):
-        return "MISS"
-
-
-MISS = _Miss()  # "run the original bytecode"
-
-
-class Slot:
-    """The prologue's constant: the newest entry's guard and entry, and the rest of dispatch."""
-    __slots__ = ("guard", "entry", "call", "name", "off", "__weakref__")
-
-    def __init__(self):
-        self.off = False  # the import hook's bypass (rewrite/bytecode/fastsplice.py): run the original
-
-    def __repr__(self):
-        return f"<dispatch slot of {getattr(self, 'name', '?')}>"
-
-
-def _never(*args):
-    return False
-
-
-@dataclass(frozen=True)
-class Options:
-    backend: object = None  # a name, a callable, or None for the device default
-    fullgraph: bool = False
-    dynamic: bool | None = None
 
 
 _ALL: "weakref.WeakSet[Dispatcher]" = weakref.WeakSet()
@@ -97,6 +68,7 @@ class Dispatcher:
         rng = _rng_state()
         self._busy = True
         try:
+            from .compile import compile_entry  # (rewrite.compile -> breaks -> api -> this module)
             entry = compile_entry(self, args)
         except Unsupported:  # only with fullgraph=True; otherwise it becomes a fallback entry
             _set_rng_state(rng)

@@ -361,3 +361,17 @@ def test_an_object_holding_tensors_counts_as_touching_torch(library):
     state = library.State(torch.ones(3))
     assert torch.equal(library.step(state, 2.0), torch.full((3,), 2.0)) and state.steps == 1
     assert rewrite.dispatcher_of(library.step).compiles == 1
+
+
+def test_a_program_that_never_imports_torch_runs_without_it(tmp_path):
+    write(tmp_path, {"pure.py": """
+        import sys
+
+        def squares(n):
+            return sum(i * i for i in range(n))
+
+        print(squares(10), "torch" in sys.modules)
+        """})
+    got = cli(["--report", "pure.py"], tmp_path)
+    assert got.returncode == 0 and got.stdout == "285 False\n", got.stderr
+    assert "1 never touched torch" in got.stderr

@@ -20,6 +20,7 @@ covering its submodules (`mypkg` matches `mypkg.sub.mod`).
 
 What happens to each function: see `rewrite/hook/instrument.py` (raw splice at import, the
 decision at its first call, original code back for functions that never touch torch).
+Nothing here imports torch: a program that never does runs without it.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ import site
 import sys
 import sysconfig
 
-from ..dispatch import Options
+from ..slot import Options
 from .instrument import LAZIES
 from .instrument import instrument as _instrument  # (the submodule keeps the name `instrument`)
 
@@ -163,4 +164,7 @@ def report(file=None) -> str:
 
 
 def report_at_exit(file=None) -> None:
-    atexit.register(lambda: report(file or sys.stderr))
+    def at_exit():
+        sys.stdout.flush()  # the program's output first
+        report(file or sys.stderr)
+    atexit.register(at_exit)

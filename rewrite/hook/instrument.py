@@ -27,12 +27,10 @@ import sys
 import types
 import weakref
 
-import torch
-
 from ..bytecode import compat
 from ..bytecode.fastsplice import fast_splice
 from ..bytecode.splice import _ORIGINALS, argument_names, splice_prologue
-from ..dispatch import MISS, Dispatcher, Options, Slot, _never
+from ..slot import MISS, Options, Slot, _never
 
 CO_FUNCTION = 0x1 | 0x2  # CO_OPTIMIZED | CO_NEWLOCALS: a function body (not a module or class body)
 
@@ -100,9 +98,9 @@ class Lazy:
         globals_ = frame.f_globals
         if touches_torch(self.original, args, globals_):
             self.decided = "compiled"
-            d = self.dispatcher = Dispatcher(self.original, globals_, self.options, self.original.co_qualname,
-                                             slot=self.slot)
-            from .. import api
+            from .. import api  # imports torch (and the compiler): only once a function touches it
+            d = self.dispatcher = api.Dispatcher(self.original, globals_, self.options, self.original.co_qualname,
+                                                 slot=self.slot)
             api._DISPATCHERS[self.spliced] = d
             return d.miss(*args)
         self.decided = "plain"
@@ -145,7 +143,7 @@ def _miss(*args):
 _PLAIN = (int, float, str, bytes, bool, type(None), complex, range, slice)
 
 
-def _torchy(v) -> bool:
+def _torchy(v, torch) -> bool:
     t = type(v)
     if t in _PLAIN:
         return False
@@ -184,16 +182,19 @@ def _global_names(code: types.CodeType) -> tuple:
 
 
 def touches_torch(code: types.CodeType, args: tuple, globals_: dict) -> bool:
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "nn"):  # not imported (or half-way): nothing is torch's yet
+        return False
     for a in args:
         if type(a) is types.CellType:
             try:
                 a = a.cell_contents
             except ValueError:
                 continue
-        if _torchy(a):
+        if _torchy(a, torch):
             return True
     get = globals_.get
-    return any(_torchy(get(name)) for name in _global_names(code))
+    return any(_torchy(get(name), torch) for name in _global_names(code))
 
 
 # -- giving functions their original code back -----------------------------------------------------

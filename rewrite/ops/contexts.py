@@ -2,7 +2,7 @@
 
     torch.no_grad(), enable_grad(), set_grad_enabled(b)
                                GradModeVar: grad-mode switches in the graph (graph breaks
-                               inside re-enter them; see graph_break.py)
+                               inside re-enter them; see breaks.py)
     torch.inference_mode(b), torch.autocast(...), torch.amp.autocast(...)
                                RecordedContextVar: entered for real while tracing (the ops
                                traced inside see the mode) and recorded in the graph as the
