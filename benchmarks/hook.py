@@ -5,9 +5,11 @@
 1. Run time: the pure-Python workloads of benchmarks/purepy_workload.py, loaded twice in one
    process -- as plain Python and instrumented by the hook -- and timed alternately (median
    of rounds). Target (issue 8): <= 3 % overhead.
-2. Import time: stdlib modules torch has not imported yet, imported in fresh processes with
-   and without the hook instrumenting them (`include=`), median of runs; with the number of
+2. Import time: stdlib modules not imported yet, imported in fresh processes with and
+   without the hook instrumenting them (`include=`), median of runs; with the number of
    functions spliced and the cost per function.
+3. Startup: a tiny script that never imports torch, under `python` and under the hook
+   (which does not import torch either).
 """
 from __future__ import annotations
 
@@ -98,6 +100,24 @@ def import_time(runs: int = 5) -> tuple[list[str], float, float, int]:
     return mods, statistics.median(out["plain"]) * 1e3, statistics.median(out["hook"]) * 1e3, count
 
 
+def startup(runs: int = 5) -> tuple[float, float]:
+    """Wall time of a tiny pure-Python script: `python s.py` and `python -m rewrite.hook s.py`."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        script = os.path.join(d, "s.py")
+        with open(script, "w") as f:
+            f.write("import sys\ndef f(n):\n    return n + 1\nassert f(1) == 2 and 'torch' not in sys.modules\n")
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, ".."))
+        times = {"plain": [], "hook": []}
+        for _ in range(runs):
+            for mode, cmd in (("plain", [sys.executable, script]),
+                              ("hook", [sys.executable, "-m", "rewrite.hook", script])):
+                t0 = time.perf_counter()
+                subprocess.run(cmd, check=True, env=env, cwd=d)
+                times[mode].append(time.perf_counter() - t0)
+    return statistics.median(times["plain"]) * 1e3, statistics.median(times["hook"]) * 1e3
+
+
 def main() -> None:
     print("run time of pure-Python workloads (ms, median of rounds, one process)")
     print(f"{'workload':24} {'plain':>9} {'hooked':>9} {'overhead':>9}")
@@ -110,6 +130,9 @@ def main() -> None:
     print(f"\nimport time of {len(mods)} stdlib modules not yet imported (ms, median of fresh processes)")
     print(f"plain {tp:.1f}  hooked {th:.1f}  overhead {th - tp:.1f} ms ({100 * (th / tp - 1):.0f}%) "
           f"for {n} functions spliced: {1e3 * (th - tp) / max(n, 1):.1f} us per function")
+    tp, th = startup()
+    print(f"\nstartup of a 4-line script that never imports torch (ms, median): plain {tp:.0f}, "
+          f"under the hook {th:.0f} (torch is not imported)")
 
 
 if __name__ == "__main__":
