@@ -229,6 +229,12 @@ LIBRARY = """
     def fails(n):
         return [1, 2][n]
 
+    def total_of_squares(xs):
+        total = 0
+        for x in xs:
+            total += x * x
+        return total
+
     class State:
         def __init__(self, w):
             self.w, self.steps = w, 0
@@ -310,7 +316,9 @@ def test_semantics_tracebacks_inspect_pickle_and_code_names(library):
 
 
 def test_line_tracing_sees_the_same_lines(library):
-    """What coverage tools and debuggers see: line events of the user's lines."""
+    """What coverage tools and debuggers see: the line events of the user's lines, on the first
+    call (through the prologue and the decision) as on plain code. The prologue's instructions
+    sit on the `def` line, which is reported on entry as well."""
     def lines_of(fn, *args):
         seen = []
 
@@ -325,10 +333,14 @@ def test_line_tracing_sees_the_same_lines(library):
             sys.settrace(None)
         return seen
 
-    before = lines_of(library.make_adder(1), 2)  # a spliced closure (bypass)
-    plain = types.FunctionType(original_code(library.make_adder(1).__code__), library.__dict__, "add", None,
-                               library.make_adder(1).__closure__)
-    assert before[-1:] == lines_of(plain, 2)[-1:]
+    fn = library.total_of_squares
+    assert is_rewritten(fn.__code__)
+    plain = types.FunctionType(original_code(fn.__code__), library.__dict__, "total_of_squares")
+    first = lines_of(fn, [1, 2, 3])  # spliced: the first call decides
+    assert not is_rewritten(fn.__code__)
+    body = lines_of(plain, [1, 2, 3])
+    assert [n for n in first if n != fn.__code__.co_firstlineno] == body and len(body) >= 6
+    assert lines_of(fn, [1, 2, 3]) == body  # the original code, back
 
 
 def test_install_is_idempotent_and_uninstall_stops_instrumenting(tmp_path):
@@ -375,3 +387,11 @@ def test_a_program_that_never_imports_torch_runs_without_it(tmp_path):
     got = cli(["--report", "pure.py"], tmp_path)
     assert got.returncode == 0 and got.stdout == "285 False\n", got.stderr
     assert "1 never touched torch" in got.stderr
+
+
+def test_exclude_and_backend_options(project):
+    got = cli(["--exclude", "app.models", "--backend", "eager", "--report", "script.py"], project)
+    expected = plain(["script.py"], project)
+    assert got.returncode == 0 and got.stdout == expected.stdout, got.stderr
+    assert "Net.forward" not in got.stderr  # app.models was not instrumented
+    assert cli(["--backend", "no-such-backend", "script.py"], project).returncode != 0
