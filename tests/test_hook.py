@@ -149,6 +149,8 @@ def test_pytest_runs_under_the_hook(project):
 
 def test_bad_usage():
     assert cli(["--bogus", "x.py"], ROOT).returncode != 0
+    missing = cli(["no_such_script.py"], ROOT)
+    assert missing.returncode == 2 and "can't open file" in missing.stderr
     assert "usage" in cli([], ROOT).stderr.lower() + cli([], ROOT).stdout.lower()
 
 

@@ -77,8 +77,12 @@ def run_script(path: str, args: list[str]) -> None:
     from . import options
     from .instrument import instrument
     full = os.path.abspath(path)
-    with open(full, "rb") as f:
-        source = importlib.util.decode_source(f.read())
+    try:
+        with open(full, "rb") as f:
+            source = importlib.util.decode_source(f.read())
+    except OSError as e:  # as python says it
+        print(f"{sys.executable}: can't open file {full!r}: [Errno {e.errno}] {e.strerror}", file=sys.stderr)
+        raise SystemExit(2) from None
     sys.argv = [path, *args]
     sys.path[0] = os.path.dirname(full)
     main = _fresh_main()
@@ -100,7 +104,10 @@ def main(argv=None) -> None:
     from .. import config
     from . import install, report_at_exit
     root = os.path.dirname(os.path.abspath(opts["script"])) if opts["script"] else os.getcwd()
-    install(opts["include"], opts["exclude"], opts["backend"], opts["fullgraph"], root=root)
+    try:
+        install(opts["include"], opts["exclude"], opts["backend"], opts["fullgraph"], root=root)
+    except ValueError as e:  # an unknown backend name
+        raise SystemExit(f"rewrite.hook: {e}") from None
     if not opts["fullgraph"]:
         config.suppress_errors = True  # a whole program: an internal error runs that function eagerly
     if opts["report"]:
