@@ -94,6 +94,9 @@ class Sizes:
 
 
 class Instr:
+    """One step of a kernel: `load`/`compute` (`var = code`), `reduce` (`var` = sum/max/min of
+    `extra[1]` over the row: `extra[0]`), `store` (`code`); at the element or row level, reading
+    the vars in `deps` (the looped layout recomputes an element value's deps in each loop)."""
     __slots__ = ("kind", "var", "level", "code", "deps", "extra")
 
     def __init__(self, kind, var, level, code, deps=(), extra=None):
