@@ -397,3 +397,39 @@ def test_exclude_and_backend_options(project):
     assert got.returncode == 0 and got.stdout == expected.stdout, got.stderr
     assert "Net.forward" not in got.stderr  # app.models was not instrumented
     assert cli(["--backend", "no-such-backend", "script.py"], project).returncode != 0
+
+
+def test_torch_compile_on_instrumented_functions_traces_their_original_code(tmp_path):
+    """Dynamo cannot read the prologue's constant: it is made to read the original instructions
+    (inlined helpers, graph breaks and resume functions included)."""
+    write(tmp_path, {"prog.py": """
+        import torch
+
+        def helper(x):
+            return torch.sigmoid(x) * 3
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(4, 4)
+
+            def forward(self, x):
+                return helper(self.lin(x)) + 1
+
+        def with_break(x):
+            y = x * 2
+            print("break")
+            return helper(y)
+
+        torch.manual_seed(0)
+        net = Net()
+        x = torch.randn(2, 4)
+        compiled = torch.compile(net, backend="eager")
+        print(torch.allclose(compiled(x), net(x)), torch.allclose(compiled(x), helper(net.lin(x)) + 1))
+        g = torch.compile(with_break, backend="eager")
+        print(torch.allclose(g(x), with_break(x)))
+        print(torch._dynamo.explain(with_break)(x).graph_count)
+        """})
+    got, expected = cli(["prog.py"], tmp_path), plain(["prog.py"], tmp_path)
+    assert got.returncode == expected.returncode == 0, got.stderr[-3000:]
+    assert got.stdout == expected.stdout and got.stdout.count("True") == 3
