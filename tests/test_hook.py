@@ -237,6 +237,9 @@ LIBRARY = """
             total += x * x
         return total
 
+    def describe(x):
+        return f"{tuple(x.shape)} {x.dtype}"
+
     class State:
         def __init__(self, w):
             self.w, self.steps = w, 0
@@ -433,3 +436,12 @@ def test_torch_compile_on_instrumented_functions_traces_their_original_code(tmp_
     got, expected = cli(["prog.py"], tmp_path), plain(["prog.py"], tmp_path)
     assert got.returncode == expected.returncode == 0, got.stderr[-3000:]
     assert got.stdout == expected.stdout and got.stdout.count("True") == 3
+
+
+def test_a_function_that_captures_no_op_gets_its_original_code_back(library):
+    """It reads a tensor but calls no torch op: like Dynamo's frames without tensor ops, it runs
+    as it is from then on (no guards, no recompiles for each new shape)."""
+    assert library.describe(torch.ones(2, 3)) == "(2, 3) torch.float32"
+    assert not is_rewritten(library.describe.__code__)
+    assert library.describe(torch.ones(4)) == "(4,) torch.float32"
+    assert "captured no op" in hook.report()

@@ -186,9 +186,10 @@ def report(file=None) -> str:
     were instrumented and how many turned out not to touch torch."""
     compiled = [z for z in LAZIES if z.decided == "compiled"]
     plain = sum(z.decided == "plain" for z in LAZIES)
+    empty = sum(z.decided == "no graph" for z in LAZIES)
     lines = [f"rewrite.hook: {len(LAZIES)} functions instrumented, {len(compiled)} compiled, "
-             f"{plain} never touched torch (original code restored), "
-             f"{len(LAZIES) - len(compiled) - plain} never called"]
+             f"{plain} never touched torch and {empty} captured no op (original code restored), "
+             f"{len(LAZIES) - len(compiled) - plain - empty} never called"]
     if compiled:
         lines.append(f"{'function':50} {'graphs':>6} {'breaks':>6} {'eager':>6} {'recompiles':>10}")
     for z in compiled:

@@ -13,7 +13,9 @@ holds, and the globals its code names (nested code included); containers and pla
 are looked into one level deep -- and decides:
 
   * tensors, modules or torch itself: a `Dispatcher` takes over the slot and compiles the
-    call, exactly as `@jit` would (later calls hit its cache);
+    call, exactly as `@jit` would (later calls hit its cache) -- unless that first compile
+    captures no op at all (no graph, no graph break: Dynamo skips such frames too), after
+    which the function is treated as below;
   * nothing of torch: `slot.off` is set, so the prologue's first three instructions jump to
     the original code, and the functions already made from this code object (module-level
     functions, methods, their `functools.wraps` wrappers' `__wrapped__`) get their original
@@ -36,6 +38,7 @@ CO_FUNCTION = 0x1 | 0x2  # CO_OPTIMIZED | CO_NEWLOCALS: a function body (not a m
 
 # every Lazy made since the hook was installed (the --report reads them)
 LAZIES: list["Lazy"] = []
+PLAIN = ("plain", "no graph")  # decisions after which a function runs its original code
 
 
 def instrument(code: types.CodeType, options: Options) -> types.CodeType:
@@ -102,22 +105,32 @@ class Lazy:
             d = self.dispatcher = api.Dispatcher(self.original, globals_, self.options, self.original.co_qualname,
                                                  slot=self.slot)
             api._DISPATCHERS[self.spliced] = d
-            return d.miss(*args)
+            result = d.miss(*args)
+            if d.entries and all(e.graph_module is None and e.graph_break is None for e in d.entries):
+                # it touched torch but captured no op (or could not be traced): like Dynamo's
+                # frames without tensor ops, it runs as it is from now on
+                self.decided = "no graph"
+                self._give_back(globals_)
+            return result
         self.decided = "plain"
+        self._give_back(globals_)
+        return MISS
+
+    def _give_back(self, globals_: dict) -> None:
+        """From now on the function runs its original code (bypass, then the code itself)."""
         self.slot.off = True
         self.slot.call = _miss
         self.original = self._current()
         self.restored += restore(self.spliced, self.original, globals_)
-        if self.parent is not None and self.parent.decided == "plain":
+        if self.parent is not None and self.parent.decided in PLAIN:
             self.parent._refresh()
-        return MISS
 
     def _current(self) -> types.CodeType:
         """The base code with the code of children decided plain in place of their spliced code:
         closures made from it from now on carry no prologue at all."""
         consts = None
         for i, child in self.children:
-            if child.decided == "plain":
+            if child.decided in PLAIN:
                 if consts is None:
                     consts = list(self.base.co_consts)
                 consts[i] = child.original
@@ -130,7 +143,7 @@ class Lazy:
             fn = ref()
             if fn is not None and fn.__code__ is old:
                 fn.__code__ = self.original
-        if self.parent is not None and self.parent.decided == "plain":
+        if self.parent is not None and self.parent.decided in PLAIN:
             self.parent._refresh()
 
 
