@@ -52,6 +52,8 @@ class Dispatcher:
         self.slot = slot if slot is not None else Slot()
         self.slot.guard, self.slot.entry, self.slot.call = _never, None, self.miss
         self.slot.name = qualname
+        self.recompile_limit: int | None = None  # None: config.recompile_limit
+        self.on_limit = None  # called instead of warning when the limit is hit (the import hook)
         self._busy = False
         self._warned_limit = False
         self._cells: dict = {}
@@ -63,7 +65,8 @@ class Dispatcher:
             return MISS
         if self.entries and logs.enabled("recompiles"):
             logs.get("recompiles").debug("%s", self._recompile_reason(args))
-        if len(self.entries) >= config.recompile_limit or self.compiles >= config.accumulated_recompile_limit:
+        limit = self.recompile_limit or config.recompile_limit
+        if len(self.entries) >= limit or self.compiles >= config.accumulated_recompile_limit:
             return self._limit_hit(args)
         rng = _rng_state()
         self._busy = True
@@ -103,6 +106,9 @@ class Dispatcher:
         return entry.fn(*args)
 
     def _limit_hit(self, args):
+        if self.on_limit is not None:  # the import hook: the function runs its original code from now on
+            self.on_limit()
+            return MISS
         if self.options.fullgraph:
             raise RecompileLimitExceeded(f"{self.qualname} hit config.recompile_limit ({config.recompile_limit})")
         if not self._warned_limit:

@@ -237,6 +237,11 @@ LIBRARY = """
             total += x * x
         return total
 
+    def branchy(x, k):
+        if k % 3 == 0:
+            return x * k
+        return x + k
+
     def describe(x):
         return f"{tuple(x.shape)} {x.dtype}"
 
@@ -445,3 +450,12 @@ def test_a_function_that_captures_no_op_gets_its_original_code_back(library):
     assert not is_rewritten(library.describe.__code__)
     assert library.describe(torch.ones(4)) == "(4,) torch.float32"
     assert "captured no op" in hook.report()
+
+
+def test_a_function_that_keeps_recompiling_gets_its_original_code_back(library):
+    from rewrite.hook.instrument import RECOMPILE_LIMIT
+    x = torch.ones(3)
+    for k in range(RECOMPILE_LIMIT + 3):  # a branch on each new int: a new entry each time
+        assert torch.equal(library.branchy(x, k), x * k if k % 3 == 0 else x + k)
+    assert not is_rewritten(library.branchy.__code__)
+    assert "kept recompiling" in hook.report()

@@ -187,12 +187,13 @@ def report(file=None) -> str:
     compiled = [z for z in LAZIES if z.decided == "compiled"]
     plain = sum(z.decided == "plain" for z in LAZIES)
     empty = sum(z.decided == "no graph" for z in LAZIES)
+    unstable = sum(z.decided == "unstable" for z in LAZIES)
     lines = [f"rewrite.hook: {len(LAZIES)} functions instrumented, {len(compiled)} compiled, "
-             f"{plain} never touched torch and {empty} captured no op (original code restored), "
-             f"{len(LAZIES) - len(compiled) - plain - empty} never called"]
+             f"{plain} never touched torch, {empty} captured no op and {unstable} kept recompiling "
+             f"(original code restored), {len(LAZIES) - len(compiled) - plain - empty - unstable} never called"]
     if compiled:
         lines.append(f"{'function':50} {'graphs':>6} {'breaks':>6} {'eager':>6} {'recompiles':>10}")
-    for z in compiled:
+    for z in compiled + [z for z in LAZIES if z.decided == "unstable"]:
         d = z.dispatcher
         graphs = sum(e.graph_module is not None for e in d.entries)
         breaks = sum(e.graph_break is not None for e in d.entries)

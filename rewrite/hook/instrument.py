@@ -14,8 +14,8 @@ are looked into one level deep -- and decides:
 
   * tensors, modules or torch itself: a `Dispatcher` takes over the slot and compiles the
     call, exactly as `@jit` would (later calls hit its cache) -- unless that first compile
-    captures no op at all (no graph, no graph break: Dynamo skips such frames too), after
-    which the function is treated as below;
+    captures no op at all (no graph, no graph break: Dynamo skips such frames too), or it
+    needs more than RECOMPILE_LIMIT entries, after which the function is treated as below;
   * nothing of torch: `slot.off` is set, so the prologue's first three instructions jump to
     the original code, and the functions already made from this code object (module-level
     functions, methods, their `functools.wraps` wrappers' `__wrapped__`) get their original
@@ -38,7 +38,10 @@ CO_FUNCTION = 0x1 | 0x2  # CO_OPTIMIZED | CO_NEWLOCALS: a function body (not a m
 
 # every Lazy made since the hook was installed (the --report reads them)
 LAZIES: list["Lazy"] = []
-PLAIN = ("plain", "no graph")  # decisions after which a function runs its original code
+PLAIN = ("plain", "no graph", "unstable")  # decisions after which a function runs its original code
+# entries a function compiled under the hook may have; the next miss gives it its original code
+# back instead of warning (a whole program has generic tensor helpers called with ever-new values)
+RECOMPILE_LIMIT = 4
 
 
 def instrument(code: types.CodeType, options: Options) -> types.CodeType:
@@ -105,6 +108,7 @@ class Lazy:
             d = self.dispatcher = api.Dispatcher(self.original, globals_, self.options, self.original.co_qualname,
                                                  slot=self.slot)
             api._DISPATCHERS[self.spliced] = d
+            d.recompile_limit, d.on_limit = RECOMPILE_LIMIT, lambda: self._unstable(globals_)
             result = d.miss(*args)
             if d.entries and all(e.graph_module is None and e.graph_break is None for e in d.entries):
                 # it touched torch but captured no op (or could not be traced): like Dynamo's
@@ -115,6 +119,11 @@ class Lazy:
         self.decided = "plain"
         self._give_back(globals_)
         return MISS
+
+    def _unstable(self, globals_: dict) -> None:
+        """Its calls keep missing the cache (new Python values, types, ...): give up on it."""
+        self.decided = "unstable"
+        self._give_back(globals_)
 
     def _give_back(self, globals_: dict) -> None:
         """From now on the function runs its original code (bypass, then the code itself)."""
