@@ -21,6 +21,9 @@ __all__ = ["jit", "reset", "config", "register_backend", "list_backends", "dispa
 
 
 def __getattr__(name: str):
+    if name == "hook":  # the import hook (a subpackage; torch-free)
+        import importlib
+        return importlib.import_module("rewrite.hook")
     where = _LAZY.get(name)
     if where is None:
         raise AttributeError(f"module 'rewrite' has no attribute {name!r}")
