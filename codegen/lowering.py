@@ -163,9 +163,8 @@ def floor_ops(name: str, a: str, b: str, dtype: torch.dtype) -> str:
 
 # -- reductions ---------------------------------------------------------------------------
 
-REDUCTIONS = {"sum": "sum", "mean": "sum", "amax": "max", "amin": "min", "max": "max", "min": "min",
-              "var": "var", "std": "var", "softmax": "softmax", "log_softmax": "softmax",
-              "layer_norm": "layer_norm"}
+REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "var", "std", "softmax", "log_softmax",
+                        "layer_norm"})
 
 
 def _dims(dim, rank: int) -> tuple[int, ...]:

@@ -32,6 +32,7 @@ POINTWISE_BLOCK = {"cuda": 1024, "cpu": 1 << 16}
 PERSISTENT_MAX = {"cuda": 8192, "cpu": 1 << 14}  # longest row reduced in one block
 ROW_ELEMENTS = {"cuda": 4096, "cpu": 1 << 15}  # rows x cols per block
 LOOP_BLOCK = {"cuda": 2048, "cpu": 4096}  # cols per step of a looped reduction
+FILL = {"sum": "0", "max": '-float("inf")', "min": 'float("inf")'}  # what masked lanes hold in a reduction
 
 
 HEADER = '''import triton
@@ -361,15 +362,16 @@ class KernelWriter:
 
         return f"tl.reduce({value}, 1, _{op}_nan)[:, None]"
 
+    def _row_result(self, op: str, value: str) -> str:
+        """The row's sum/max/min of a block `value` (masked lanes already hold FILL[op])."""
+        return f"tl.sum({value}, 1)[:, None]" if op == "sum" else self._reduce_call(op, value)
+
     def _line(self, i: Instr) -> str:
         if i.kind == "store":
             return i.code
         if i.kind == "reduce":
             op, src = i.extra
-            if op == "sum":
-                return f"{i.var} = tl.sum(tl.where(mask, {src}, 0), 1)[:, None]"
-            fill = '-float("inf")' if op == "max" else 'float("inf")'
-            return f"{i.var} = {self._reduce_call(op, f'tl.where(mask, {src}, {fill})')}"
+            return f"{i.var} = {self._row_result(op, f'tl.where(mask, {src}, {FILL[op]})')}"
         return f"{i.var} = {i.code}"
 
     def _looped(self, rb, cb, cols) -> list[str]:
@@ -408,22 +410,17 @@ class KernelWriter:
             reds = [i for i in self.instrs if i.kind == "reduce" and avail[i.var] == r]
             for i in reds:
                 op, src = i.extra
-                fill = {"sum": "0", "max": '-float("inf")', "min": 'float("inf")'}[op]
-                out.append(f"acc_{i.var} = tl.full([{rb}, {cb}], {fill}, {TL[self.dtype[i.var]]})")
+                out.append(f"acc_{i.var} = tl.full([{rb}, {cb}], {FILL[op]}, {TL[self.dtype[i.var]]})")
             out.append(f"for c0 in range(0, {cols}, {cb}):")
             body = step + cone([i.extra[1] for i in reds])
             for i in reds:
                 op, src = i.extra
-                if op == "sum":
-                    body.append(f"acc_{i.var} = acc_{i.var} + tl.where(mask, {src}, 0)")
-                else:
-                    fill = '-float("inf")' if op == "max" else 'float("inf")'
-                    body.append(f"acc_{i.var} = _{op}_nan(acc_{i.var}, tl.where(mask, {src}, {fill}))")
+                masked = f"tl.where(mask, {src}, {FILL[op]})"
+                combined = f"acc_{i.var} + {masked}" if op == "sum" else f"_{op}_nan(acc_{i.var}, {masked})"
+                body.append(f"acc_{i.var} = {combined}")
             out += ["    " + line for line in body]
             for i in reds:
-                op = i.extra[0]
-                out.append(f"{i.var} = tl.sum(acc_{i.var}, 1)[:, None]" if op == "sum"
-                           else f"{i.var} = {self._reduce_call(op, f'acc_{i.var}')}")
+                out.append(f"{i.var} = {self._row_result(i.extra[0], f'acc_{i.var}')}")
             out += [self._line(i) for i in self.instrs if i.level == ROW and i.kind == "compute"
                     and avail[i.var] == r]
         out += [i.code for i in self.instrs if i.kind == "store" and i.level == ROW]
