@@ -84,7 +84,7 @@ class Recorder:
         self.built = []
 
     def __call__(self, gm, example_inputs):
-        import codegen.triton_backend as tb
+        import rewrite.codegen.triton_backend as tb
         fn = tb.triton(gm, example_inputs)
         self.built.append(fn)
         return fn

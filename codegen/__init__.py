@@ -1,6 +1,6 @@
 """Backends: `(torch.fx.GraphModule, example_inputs) -> callable`, Dynamo's contract.
 
-    from codegen import register_backend
+    from rewrite.codegen import register_backend
 
     @register_backend
     def my_backend(gm, example_inputs):
@@ -11,6 +11,9 @@ calls torch, the default for CPU tensors) and `triton` (fused Triton kernels, th
 for CUDA tensors; CPU tensors run under Triton's interpreter when asked for).
 """
 from __future__ import annotations
+
+if __name__ != "rewrite.codegen":  # the folder installs as rewrite.codegen; one import name per folder
+    raise ImportError(f"import this package as rewrite.codegen, not as {__name__}")
 
 from typing import Callable
 

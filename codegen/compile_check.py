@@ -6,7 +6,7 @@ cannot (types the GPU compiler rejects, ops without a PTX lowering, too-large bl
 `kernels.json` lists {"name", "source", "signature", "num_warps"} records (the triton
 backend collects them, with their GPU block sizes, when `triton_backend.COLLECT` is a list;
 the test suite does that and runs this at the end). Run it as a script, without
-TRITON_INTERPRET (importing the `codegen` package would turn the interpreter on): this process
+TRITON_INTERPRET (importing the `rewrite.codegen` package would turn the interpreter on): this process
 imports triton for real. Exits 1 if any kernel fails to compile.
 """
 from __future__ import annotations

@@ -1,12 +1,15 @@
 """Property-based differential testing of rewrite against eager PyTorch (Hypothesis).
 
-* `python -m fuzz --examples 2000 --seed 0 --backend python` fuzzes generated programs;
+* `python -m rewrite.fuzz --examples 2000 --seed 0 --backend python` fuzzes generated programs;
 * `fuzz.check(fn, example_args)` fuzzes your own function over shapes, dtypes and layouts;
 * `fuzz.programs()` / `fuzz.pyprograms` are the strategies, `fuzz.oracle` the comparison.
 
 A difference from eager raises `Divergence` whose message is a ready-to-paste reproducer.
 """
 from __future__ import annotations
+
+if __name__ != "rewrite.fuzz":  # the folder installs as rewrite.fuzz; one import name per folder
+    raise ImportError(f"import this package as rewrite.fuzz, not as {__name__}")
 
 import types
 

@@ -1,6 +1,6 @@
-"""python -m fuzz: fuzz rewrite with generated PyTorch programs against eager.
+"""python -m rewrite.fuzz: fuzz rewrite with generated PyTorch programs against eager.
 
-    python -m fuzz --examples 2000 --seed 0 --backend python [--time-budget 120] [--focus writes] [--reasons]
+    python -m rewrite.fuzz --examples 2000 --seed 0 --backend python [--time-budget 120] [--focus writes] [--reasons]
 
 Runs in chunks of Hypothesis examples (each chunk its own derived seed) until the example
 count or the time budget is reached. A divergence prints Hypothesis's shrunk reproducer
@@ -47,7 +47,7 @@ def run_chunk(n: int, seed: int, backend: str, max_statements: int, focus: str |
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m fuzz", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m rewrite.fuzz", description=__doc__.splitlines()[0])
     p.add_argument("--examples", type=int, default=500, help="programs to generate (default 500)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--backend", default="python", help="a registered backend name (default python)")

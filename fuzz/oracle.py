@@ -92,7 +92,7 @@ def program_object(value) -> bool:
     return module == PROGRAM_MODULE or (hasattr(value, "__dict__") and module.partition(".")[0] not in _LIBRARIES)
 
 
-_LIBRARIES = {"builtins", "torch", "functools", "fuzz", "types", "typing", "collections", "contextlib",
+_LIBRARIES = {"builtins", "torch", "functools", "types", "typing", "collections", "contextlib",
               "dataclasses", "itertools", "operator", "rewrite"}
 
 
@@ -320,8 +320,8 @@ def reproducer(program, calls, backend) -> str:
     lines = ["# --- reproducer ---", program.source().rstrip(), "", "",
              "def test_fuzz_repro():",
              "    import rewrite",
-             "    from fuzz.oracle import compare_call",
-             "    from fuzz.inputs import Box",
+             "    from rewrite.fuzz.oracle import compare_call",
+             "    from rewrite.fuzz.inputs import Box",
              "    eager = f",
              "    compiled = rewrite.jit(type(f)(f.__code__, f.__globals__, 'f'), "
              f"backend={backend!r})"]

@@ -868,7 +868,7 @@ RULES = [
     (2, rule_if_python), (2, rule_for), (2, rule_helper), (1, rule_unsupported), (2, rule_box),
     (1, rule_grad_block), *WRITE_RULES, *PYTHON_RULES,
 ]
-# `python -m fuzz --focus NAME`: a subset of the rules, for a long run at one feature
+# `python -m rewrite.fuzz --focus NAME`: a subset of the rules, for a long run at one feature
 FOCUS = {
     "writes": WRITE_RULES + [(3, rule_assign(BINARY)), (2, rule_assign(VIEW)), (2, rule_for), (2, rule_helper),
                              (1, rule_unsupported), (1, rule_grad_block), (2, rule_box)],

@@ -1181,7 +1181,7 @@ class PyProgram:
         "hook": instrumented as `python -m rewrite.hook` instruments a module) on
         the successive argument sets `calls` (False: the first set, True: the second),
         printing each call's outcome and the arguments after it."""
-        lines = ["import rewrite", "from fuzz.pyprograms import always_missing_slot, load, splice_all", "",
+        lines = ["import rewrite", "from rewrite.fuzz.pyprograms import always_missing_slot, load, splice_all", "",
                  "src = '''\\", *self.source.splitlines(), "'''", "",
                  "def call(f, args, kwargs):",
                  "    try:",

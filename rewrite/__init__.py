@@ -28,7 +28,7 @@ def __getattr__(name: str):
     if where is None:
         raise AttributeError(f"module 'rewrite' has no attribute {name!r}")
     import importlib
-    module = importlib.import_module(where if where == "codegen" else f"rewrite.{where}")
+    module = importlib.import_module(f"rewrite.{where}")
     value = getattr(module, "reset_all" if name == "reset" else name)
     globals()[name] = value
     return value

@@ -42,7 +42,7 @@ def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None 
     what cannot be traced.
     """
     if isinstance(backend, str):
-        from codegen import lookup_backend
+        from rewrite.codegen import lookup_backend
         lookup_backend(backend)  # an unknown name fails here, at decoration, as torch.compile does
     options = Options(backend, fullgraph, dynamic)
     if fn is None:

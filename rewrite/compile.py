@@ -225,7 +225,7 @@ def entry_source(cap: Capture | None, compiled, params, name: str, miss=None, br
         consts.values["___MISS"] = miss
         body = f"def entry({', '.join(args)}):\n    return ___MISS\n"
     elif fused is not None:  # the python backend's statements, inlined into the entry
-        from codegen.python import fused_entry_source
+        from rewrite.codegen.python import fused_entry_source
         inputs = {node: src.expr() for src, _, node in cap.tracer.graph.inputs}
         body, extra = fused_entry_source(fused, args, inputs, lambda outs: cap.render(outs.__getitem__),
                                          taken=[GLOBALS, *consts.values], on_error=on_error)

@@ -48,7 +48,7 @@ class Dispatcher:
         self.params = prologue_names(code)
         self.entries: list[Entry] = []
         self.compiles = 0
-        self.frame_state: dict = {}  # source -> sizes seen by the first compile (None: made dynamic since)
+        self.frame_state: dict = {}  # (source, kind) -> sizes or int seen by the first compile (None: dynamic since)
         self.slot = slot if slot is not None else Slot()
         self.slot.guard, self.slot.entry, self.slot.call = _never, None, self.miss
         self.slot.name = qualname
@@ -169,7 +169,7 @@ class Dispatcher:
 
     # -- choosing a backend --------------------------------------------------------------------
     def backend_for(self, cap):
-        from codegen import default_backend, lookup_backend
+        from rewrite.codegen import default_backend, lookup_backend
         backend = self.options.backend
         if backend is None:
             backend = default_backend([v for _, v, _ in cap.tracer.graph.inputs])

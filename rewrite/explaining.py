@@ -67,7 +67,7 @@ def explain(fn, backend=None):
         out = ExplainOutput()
 
         def recording(gm, example_inputs):
-            from codegen import default_backend, lookup_backend
+            from rewrite.codegen import default_backend, lookup_backend
             out.graphs.append(gm)
             out.ops_per_graph.append([str(n.target) if n.op == "call_method" else getattr(n.target, "__name__", str(n.target))
                                       for n in gm.graph.nodes if n.op in ("call_function", "call_method")])

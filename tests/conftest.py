@@ -60,7 +60,7 @@ class CompileCounter:
 
 def pytest_configure(config):
     try:
-        import codegen.triton_backend as tb
+        import rewrite.codegen.triton_backend as tb
     except ImportError:
         return
     tb.COLLECT = []
@@ -75,7 +75,7 @@ def pytest_sessionfinish(session, exitstatus):
     import sys
     import tempfile
 
-    tb = sys.modules.get("codegen.triton_backend")
+    tb = sys.modules.get("rewrite.codegen.triton_backend")
     records = getattr(tb, "COLLECT", None)
     if not records or os.environ.get("REWRITE_SKIP_SM90_CHECK"):
         return

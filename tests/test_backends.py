@@ -113,8 +113,8 @@ def test_compile_counter_sees_one_graph_per_entry():
 
 
 def test_python_backend_source_is_straight_line_torch():
-    from codegen import lookup_backend
-    from codegen.python import CompiledGraph
+    from rewrite.codegen import lookup_backend
+    from rewrite.codegen.python import CompiledGraph
 
     cnt = CompileCounter()
 

@@ -2,7 +2,7 @@
 
 CI runs a few hundred programs per backend (seconds). For the long run:
     REWRITE_FUZZ_EXAMPLES=5000 .venv/bin/python -m pytest tests/test_fuzz.py
-or the command line: .venv/bin/python -m fuzz --examples 2000
+or the command line: .venv/bin/python -m rewrite.fuzz --examples 2000
 """
 import os
 import warnings
@@ -11,11 +11,11 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, seed, settings
 
-import fuzz
 import rewrite
-from fuzz.oracle import Divergence, compare, run_program
-from fuzz.programs import Program, dims, programs
-from fuzz.inputs import AliasSpec, ListSpec, ScalarSpec, TensorSpec, alias_variant, make_args
+from rewrite import fuzz
+from rewrite.fuzz.oracle import Divergence, compare, run_program
+from rewrite.fuzz.programs import Program, dims, programs
+from rewrite.fuzz.inputs import AliasSpec, ListSpec, ScalarSpec, TensorSpec, alias_variant, make_args
 
 EXAMPLES = int(os.environ.get("REWRITE_FUZZ_EXAMPLES", "300"))
 
@@ -62,7 +62,7 @@ def test_reproducer_is_runnable_python():
                        ListSpec("out")], body=["t1 = x0 * n"], returns="t1")
     dims1 = {"d0": 2, "d1": 3, "d2": 4}
     run_program(program, dims1, dims1)
-    from fuzz.oracle import reproducer
+    from rewrite.fuzz.oracle import reproducer
     text = reproducer(program, [("first call", dims1, 0)], "python")
     ns = {}
     exec(compile(text, "<repro>", "exec"), ns)
@@ -104,7 +104,7 @@ def test_aliased_inputs_share_memory_and_the_reproducer_builds_them():
     x0, x1, x2, x3 = make_args(program.inputs, DIMS, 0)
     assert x1.data_ptr() == x0.data_ptr() and x3.data_ptr() == x2.data_ptr() + 4 * DIMS["d2"]
     run_program(program, DIMS, DIMS)
-    from fuzz.oracle import reproducer
+    from rewrite.fuzz.oracle import reproducer
     text = reproducer(program, [("first call", DIMS, 0), ("aliasing changed", DIMS, 1, alias_variant(program.inputs))],
                       "python")
     assert "_b = torch.randn" in text and "x3 = _b[1:]" in text and "x3 = _b.clone()[1:]" in text
@@ -184,7 +184,7 @@ def test_check_finds_a_divergence_in_a_users_function():
 
 
 def test_command_line_summary(capsys):
-    from fuzz.__main__ import main
+    from rewrite.fuzz.__main__ import main
 
     code = main(["--examples", "30", "--seed", "3"])
     out = capsys.readouterr().out
@@ -223,7 +223,7 @@ def test_generated_programs_use_python_constructs():
 
 
 def _object_program(body, returns, inputs=()):
-    from fuzz.programs import PRELUDE
+    from rewrite.fuzz.programs import PRELUDE
     return Program([TensorSpec("x0", ("d2",), "float32", "contiguous"), *inputs], body=body,
                    helpers=[PRELUDE["Acc"], PRELUDE["Pair"]], returns=returns)
 
@@ -246,8 +246,8 @@ def test_the_oracle_compares_objects_of_the_programs_classes_by_attributes():
 
 
 def test_the_oracle_compares_exceptions_and_objects_passed_in():
-    from fuzz.inputs import ObjSpec
-    from fuzz.oracle import compare_exceptions
+    from rewrite.fuzz.inputs import ObjSpec
+    from rewrite.fuzz.oracle import compare_exceptions
     a, b = _object_program([], "x0").load(), _object_program([], "x0").load()
     compare_exceptions(KeyError("k", 1), KeyError("k", 1), "call")
     with pytest.raises(Divergence, match="args"):

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, note, settings
 
 import rewrite
-from fuzz.pyprograms import (
+from rewrite.fuzz.pyprograms import (
     PRELUDE,
     KnownBug,
     PyProgram,

@@ -14,8 +14,8 @@ from conftest import assert_same, eager_copy
 
 pytest.importorskip("triton")
 
-import codegen.triton_backend as tb  # noqa: E402
-import codegen.triton_kernels as tk  # noqa: E402
+import rewrite.codegen.triton_backend as tb  # noqa: E402
+import rewrite.codegen.triton_kernels as tk  # noqa: E402
 
 
 class Built:
@@ -376,7 +376,7 @@ def test_output_code_log_shows_kernels_and_wrapper(caplog):
 
 
 def test_triton_is_the_default_backend_for_cuda_tensors_only():
-    import codegen
+    from rewrite import codegen
     assert codegen.default_backend([torch.randn(2)]) == "python"
 
     class FakeCuda:

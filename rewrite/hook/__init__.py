@@ -39,7 +39,7 @@ from .instrument import instrument as _instrument  # (the submodule keeps the na
 
 __all__ = ["install", "uninstall", "installed", "options", "report", "Rules"]
 
-_OWN = ("rewrite", "codegen", "torch", "triton", "_pytest", "pytest", "pluggy")
+_OWN = ("rewrite", "torch", "triton", "_pytest", "pytest", "pluggy")
 
 
 class Rules:
@@ -156,7 +156,7 @@ def install(include=(), exclude=(), backend=None, fullgraph: bool = False, root:
     global _finder
     uninstall()
     if backend is not None and isinstance(backend, str):
-        from codegen import lookup_backend
+        from rewrite.codegen import lookup_backend
         lookup_backend(backend)  # an unknown name fails now
     _finder = _Finder(Rules(include, exclude, root), Options(backend, fullgraph, dynamic))
     sys.meta_path.insert(0, _finder)
