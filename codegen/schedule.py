@@ -20,8 +20,6 @@ Graphs that write into tensors keep graph order strictly (a node may only join t
 """
 from __future__ import annotations
 
-import operator
-
 import torch
 import torch.fx
 
@@ -186,10 +184,6 @@ def _dummy(a, infos):
     return Operand("a", info.dtype if info.is_tensor else torch.int64, info.example)
 
 
-MUTATING = {operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
-            operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor}
-
-
 # calls a graph makes to switch a mode (inference_mode, autocast) for the ops after them:
 # nodes after them must not join a kernel that runs before them
 MODES = {"_enter_autocast", "_exit_autocast", "_enter_inference_mode", "_exit_inference_mode"}
@@ -197,12 +191,14 @@ MODES = {"_enter_autocast", "_exit_autocast", "_enter_inference_mode", "_exit_in
 
 def writes(node: torch.fx.Node) -> bool:
     """Whether an extern op may write into a tensor (in-place ops, out=, random draws) or switch
-    a mode: the graph then keeps its order strictly."""
-    name = op_name(node)
-    if name in MODES:
+    a mode: the graph then keeps its order strictly. rewrite's tracer records it per node
+    (`meta["writes"]`: ATen's schemas said so while the op ran); a node of a graph it did
+    not trace may write for all we know."""
+    if node.op in ("placeholder", "output", "get_attr"):
+        return False
+    if op_name(node) in MODES or node.meta.get("seeded"):
         return True
-    return (node.target in MUTATING or "out" in node.kwargs or (name.endswith("_") and not name.endswith("__"))
-            or bool(node.meta.get("seeded")) or node.target is torch._C._set_grad_enabled)
+    return node.meta.get("writes", True)
 
 
 class Kernel:

@@ -35,54 +35,37 @@ import types
 import torch
 
 from . import api, logs
-from .bytecode.compat import BINARY_OPS
 from .bytecode.resume import at_user_line, resume_code
-from .errors import Unsupported
-from .guards.source import GLOBALS, param_name
+from .errors import Unsupported, WholeCallEager
+from .guards.source import param_name
 from .trace.values import NULL, ConstVar, ContextExitVar, GradModeVar, IteratorVar, TupleVar, mutations
 
 JUMPS = {"POP_JUMP_FORWARD_IF_TRUE": True, "POP_JUMP_BACKWARD_IF_TRUE": True,
          "POP_JUMP_FORWARD_IF_FALSE": False, "POP_JUMP_BACKWARD_IF_FALSE": False}
-COMPARE = {"<": "<", "<=": "<=", "==": "==", "!=": "!=", ">": ">", ">=": ">="}
+# names of the builtins that read their caller's frame (ops/builtins.py FRAME_READERS)
+FRAME_READER_NAMES = {"locals", "vars", "dir", "eval", "exec", "breakpoint", "_getframe", "currentframe"}
 
-
-def _binary(inst, s):
-    op = BINARY_OPS[inst.arg]
-    if op.endswith("=") and op not in COMPARE:  # x += y: in place when x allows it, as in eager
-        return [f"___r0 = {s[0]}", f"___r0 {op} {s[1]}"], 1
-    return [f"___r0 = {s[0]} {op} {s[1]}"], 1
-
-
-# opname -> (values it pops, inst, their expressions deepest first) -> (statements, values pushed)
-# A statement list computes the pushed values as ___r0 (the deepest) ... ___r<n-1>.
+# opname -> (values it pops, values it pushes): an instruction the entry runs eagerly as it
+# is, at the user's line (`at_user_line(..., "step")`), so an error it raises is eager's.
 STEPS = {
-    "STORE_ATTR": (2, lambda inst, s: ([f"{s[1]}.{inst.argval} = {s[0]}"], 0)),
-    "DELETE_ATTR": (1, lambda inst, s: ([f"del {s[0]}.{inst.argval}"], 0)),
-    "STORE_SUBSCR": (3, lambda inst, s: ([f"{s[1]}[{s[2]}] = {s[0]}"], 0)),
-    "DELETE_SUBSCR": (2, lambda inst, s: ([f"del {s[0]}[{s[1]}]"], 0)),
-    "STORE_GLOBAL": (1, lambda inst, s: ([f"{GLOBALS}[{inst.argval!r}] = {s[0]}"], 0)),
-    "STORE_DEREF": (1, lambda inst, s: ([f"{param_name(inst.argval)}.cell_contents = {s[0]}"], 0)),
-    "LOAD_ATTR": (1, lambda inst, s: ([f"___r0 = {s[0]}.{inst.argval}"], 1)),
-    "BINARY_SUBSCR": (2, lambda inst, s: ([f"___r0 = {s[0]}[{s[1]}]"], 1)),
-    "BINARY_OP": (2, _binary),
-    "COMPARE_OP": (2, lambda inst, s: ([f"___r0 = {s[0]} {COMPARE[inst.argval]} {s[1]}"], 1)),
-    "CONTAINS_OP": (2, lambda inst, s: ([f"___r0 = {s[0]} {'not in' if inst.arg else 'in'} {s[1]}"], 1)),
-    "UNARY_NOT": (1, lambda inst, s: ([f"___r0 = not {s[0]}"], 1)),
-    "UNARY_NEGATIVE": (1, lambda inst, s: ([f"___r0 = -{s[0]}"], 1)),
-    "UNARY_INVERT": (1, lambda inst, s: ([f"___r0 = ~{s[0]}"], 1)),
-    "IMPORT_NAME": (2, lambda inst, s: ([f"___r0 = __import__({inst.argval!r}, {GLOBALS}, None, {s[1]}, {s[0]})"], 1)),
-    "UNPACK_SEQUENCE": (1, lambda inst, s: ([f"{', '.join(f'___r{inst.arg - 1 - i}' for i in range(inst.arg))},"
-                                             f" = {s[0]}"], inst.arg)),
+    "STORE_ATTR": (2, 0), "DELETE_ATTR": (1, 0), "STORE_SUBSCR": (3, 0), "DELETE_SUBSCR": (2, 0),
+    "STORE_GLOBAL": (1, 0), "LOAD_ATTR": (1, 1), "BINARY_SUBSCR": (2, 1), "BINARY_OP": (2, 1),
+    "COMPARE_OP": (2, 1), "CONTAINS_OP": (2, 1), "UNARY_NOT": (1, 1), "UNARY_NEGATIVE": (1, 1),
+    "UNARY_INVERT": (1, 1), "IMPORT_NAME": (2, 1),
+    "UNPACK_SEQUENCE": (1, lambda inst: inst.arg),
 }
+# the one step written as source: a free variable's cell is the tiny function's to reach
+STORE_DEREF = lambda inst, s: [f"{param_name(inst.argval)}.cell_contents = {s[0]}"]  # noqa: E731
 
 _RESUMES: dict = {}  # (code, globals, offset, slots, locals, options) -> jitted resume code
-_AT_LINE: dict = {}  # (code, offset, what) -> at_user_line(...)
+_AT_LINE: dict = {}  # (code, offset, what, id(globals)) -> at_user_line(...)
 
 
-def _at_line(consts, code, offset: int, what: str) -> str:
-    fn = _AT_LINE.get((code, offset, what))
+def _at_line(consts, code, offset: int, what: str, n_in: int = 0, n_out: int = 1, globals_=None) -> str:
+    key = (code, offset, what, id(globals_))
+    fn = _AT_LINE.get(key)
     if fn is None:
-        fn = _AT_LINE[code, offset, what] = at_user_line(code, offset, what)
+        fn = _AT_LINE[key] = at_user_line(code, offset, what, n_in, n_out, globals_)
     consts[f"___{what}_at_line"] = fn
     return f"___{what}_at_line"
 
@@ -91,6 +74,8 @@ def plan(tracer, error: Unsupported):
     """The break to take for `error`, or None when the whole call must run eagerly."""
     root, cp = tracer.root, tracer.root.checkpoint
     code = tracer.code
+    if isinstance(error, WholeCallEager) or FRAME_READER_NAMES & set(code.co_names):
+        return None  # (a resume function's frame holds other locals than the original's)
     if cp is None or code.co_cellvars or code.co_flags & 0x20:
         return None
     inst = root.instructions[cp.ip]
@@ -103,7 +88,7 @@ def plan(tracer, error: Unsupported):
         kind = "jump"
     elif inst.opname == "BEFORE_WITH":
         kind = "with"
-    elif inst.opname in STEPS and (inst.opname != "STORE_DEREF" or inst.argval in code.co_freevars):
+    elif inst.opname in STEPS or inst.opname == "STORE_DEREF" and inst.argval in code.co_freevars:
         kind = "step"
     else:
         return None
@@ -221,15 +206,22 @@ class Break:
             npos = len(args) - len(kw)
             pos = f"({', '.join(args[:npos])}{',' if npos == 1 else ''})"
             kwargs = "{" + ", ".join(f"{k!r}: {a}" for k, a in zip(kw, args[npos:])) + "}"
-            call = _at_line(consts, tracer.code, self.inst.offset, "call")  # the user's line in tracebacks
+            # the user's line in tracebacks; the function's globals for what reads them (globals())
+            call = _at_line(consts, tracer.code, self.inst.offset, "call", globals_=dispatcher.globals)
             lines, results = [f"___r0 = {call}({fn}, {pos}, {kwargs})"], ["___r0"]
         elif self.kind == "with":
             consts["___enter"] = enter
             lines, results = [f"___r0, ___r1 = ___enter({value[n_stack - 1]})"], ["___r0", "___r1"]
+        elif self.inst.opname == "STORE_DEREF":
+            lines, results = STORE_DEREF(self.inst, value[n_stack - 1:n_stack]), []
         else:
-            n_in, step = STEPS[self.inst.opname]
-            lines, n_out = step(self.inst, value[n_stack - n_in:n_stack])
+            n_in, n_out = STEPS[self.inst.opname]
+            n_out = n_out(self.inst) if callable(n_out) else n_out
+            step = _at_line(consts, tracer.code, self.inst.offset, "step", n_in, n_out, dispatcher.globals)
+            call = f"{step}({', '.join(value[n_stack - n_in:n_stack])})"
             results = [f"___r{i}" for i in range(n_out)]
+            lines = [f"{call}" if n_out == 0 else f"___r0 = {call}" if n_out == 1 else
+                     f"{', '.join(results)}, = {call}"]
         resume = self.resume(tracer, dispatcher, consts, self.next_offset, below, results)
         return [*inside_contexts(lines), f"return {resume}({', '.join([*passed(below), *results, *local_args])})"]
 

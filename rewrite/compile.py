@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 import time
 import types
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ try:  # generates the GraphModule's own Python code only if someone asks for it
     from torch.fx._lazy_graph_module import _LazyGraphModule as GraphModule
 except ImportError:  # pragma: no cover
     from torch.fx import GraphModule
-from .errors import BackendCompilerFailed, RaisesEagerly, Unsupported, UserError
+from .errors import BackendCompilerFailed, RaisesEagerly, Unsupported, UserError, WholeCallEager
 from .guards.codegen import GuardFunction, GuardSet, guard_source, make_guard_function
 from .guards.guard import Consts
 from .guards.source import GLOBALS, param_name
@@ -198,28 +199,78 @@ MODE_EFFECTS = {autocast_mode._enter_autocast, autocast_mode._exit_autocast, gra
                 grad_mode._exit_inference_mode}
 
 
-def _on_graph_error(cap: Capture, consts: Consts, miss) -> list[str] | None:
+def rerunnable(graph) -> bool:
+    """Whether the call can run again eagerly after the graph raised part-way: the graph
+    changed nothing before (no writes into inputs, no random draws, no mode switches other
+    than grad mode, which the entry puts back)."""
+    return not graph.clone_inputs and not any(n.meta.get("seeded") or n.target in MODE_EFFECTS
+                                              for n in graph.graph.nodes)
+
+
+def _check_rerunnable(tracer) -> None:
+    """Graph ops that an `except` or a context manager's `__exit__` covers may raise at run
+    time where eager's handler would see it: the entry then runs the call again eagerly,
+    which only a rerunnable graph allows. Otherwise the whole call runs eagerly."""
+    if tracer.ops_in_try and not rerunnable(tracer.graph):
+        raise WholeCallEager("graph ops under a try (or a with block whose __exit__ may swallow errors) in a "
+                             "function whose graph writes into inputs, draws random numbers or switches "
+                             "inference_mode/autocast: it could not run again eagerly if it raised")
+
+
+class GraphFailure:
+    """What an entry does when its compiled graph raised (a rerunnable graph only): the call
+    runs again eagerly (MISS), so the error, the handler it meets and the side effects before
+    it are eager's. If the captured graph itself does not raise on those inputs, the backend's
+    code is at fault: one warning, and the entry runs its calls eagerly from then on (a
+    fallback in its place: the next call does not compile the same failure again)."""
+
+    def __init__(self, dispatcher, backend_name: str):
+        self.dispatcher, self.backend_name = dispatcher, backend_name
+        self.entry: Entry | None = None
+        self.gm = None
+
+    def __call__(self, inputs: tuple):
+        error = sys.exception()
+        miss = self.dispatcher.MISS
+        if self.gm is None or self.entry is None or self.backend_name == "eager":
+            return miss
+        grad = torch.is_grad_enabled()
+        try:
+            getattr(self.gm, "real_recompile", lambda: None)()  # a lazy GraphModule's code, made now
+            self.gm.forward(*inputs)  # (not gm(...): fx prints the traceback of an error to stderr)
+        except Exception:
+            return miss  # the graph raises too: a data-dependent error eager raises as well
+        finally:
+            torch._C._set_grad_enabled(grad)
+        self.dispatcher.disable_entry(self.entry, f"the code backend {self.backend_name!r} compiled raised "
+                                                  f"{type(error).__name__}: {error}, where the captured graph "
+                                                  "does not")
+        return miss
+
+
+def _on_graph_error(cap: Capture, consts: Consts, failure: GraphFailure | None) -> list[str] | None:
     """If running the graph raises (a data-dependent error: an index out of range, an integer
-    division by zero), the entry returns MISS and the call runs eagerly: the exception comes
-    from the user's line, meets the user's `except`, and side effects before it happen.
-    Only for graphs that changed nothing before raising (no writes into inputs, no random
-    draws, no mode switches other than grad mode, which is put back); others let it go."""
+    division by zero), the entry runs the call eagerly (see GraphFailure). Only for
+    rerunnable graphs; others let the error go (eager raises it too, from the same op, when
+    it is data-dependent; a backend's bug shows as that error)."""
     graph = cap.tracer.graph
-    nodes = list(graph.graph.nodes)
-    if graph.clone_inputs or any(n.meta.get("seeded") or n.target in MODE_EFFECTS for n in nodes):
+    if not rerunnable(graph) or failure is None:
         return None
-    consts.values["___MISS"] = miss
-    grad = any(n.target is torch._C._set_grad_enabled for n in nodes)
-    return ([f"torch._C._set_grad_enabled({cap.tracer.grad_at_start})"] if grad else []) + ["return ___MISS"]
+    consts.values["___graph_failed"] = failure
+    inputs = "".join(f"{src.expr()}, " for src, _, _ in graph.inputs)
+    grad = any(n.target is torch._C._set_grad_enabled for n in graph.graph.nodes)
+    return ([f"torch._C._set_grad_enabled({cap.tracer.grad_at_start})"] if grad else []) + \
+        [f"return ___graph_failed(({inputs}))"]
 
 
-def entry_source(cap: Capture | None, compiled, params, name: str, miss=None, brk=None) -> tuple[str, dict]:
+def entry_source(cap: Capture | None, compiled, params, name: str, miss=None, brk=None,
+                 failure: GraphFailure | None = None) -> tuple[str, dict]:
     """Source defining `___make_entry(G, <consts>)`: read graph inputs from the frame, run the
     compiled graph (or its statements, inlined), rebuild the Python result -- or, at a
     graph break, rebuild the frame's values and run the break and the resume function."""
     args = [param_name(p) for p in params]
     consts = cap.consts if cap is not None else Consts()
-    on_error = _on_graph_error(cap, consts, miss) if compiled is not None else None
+    on_error = _on_graph_error(cap, consts, failure) if compiled is not None else None
     fused = getattr(compiled, "__rewrite_fusable__", None) if brk is None else None
     if cap is None:  # a fallback entry: the original bytecode runs
         consts.values["___MISS"] = miss
@@ -254,10 +305,10 @@ def entry_source(cap: Capture | None, compiled, params, name: str, miss=None, br
     return source, consts.values
 
 
-def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=None, brk=None):
+def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=None, brk=None, failure=None):
     """Generate the guard closure and the entry function, written to one file and loaded once."""
     g_source, g_consts, ordered = guard_source(guards, params, name)
-    e_source, e_consts = entry_source(cap, compiled, params, name, miss, brk)
+    e_source, e_consts = entry_source(cap, compiled, params, name, miss, brk, failure)
     ns = codeload.load("entries", name, "import torch\n\n" + g_source + "\n\n" + e_source, {})
     guard = make_guard_function(ns, g_source, g_consts, ordered, params, globals_, name)
     fn = ns["___make_entry"](globals_, *e_consts.values())
@@ -272,9 +323,7 @@ def compile_entry(dispatcher, args) -> Entry:
     name = f"{dispatcher.qualname.rpartition('.')[2]}_{dispatcher.compiles}"
     try:
         cap = capture(code, globals_, params, args, DynamicPolicy(dispatcher.options.dynamic, dispatcher.frame_state))
-        if cap.tracer.ops_in_try and any(n.target in MODE_EFFECTS for n in cap.tracer.graph.graph.nodes):
-            # the graph could not run again eagerly if it raised: the handler would be skipped
-            raise Unsupported("graph ops under a try in a function with an inference_mode or autocast block")
+        _check_rerunnable(cap.tracer)
         plan_outputs(cap)
     except Unsupported as e:
         if dispatcher.options.fullgraph:
@@ -295,9 +344,12 @@ def compile_entry(dispatcher, args) -> Entry:
     if backend_name not in GRAD_MODE_AGNOSTIC:
         cap.tracer.read_grad_mode()  # other backends may bake grad mode into what they build
     gm, compiled = call_backend(cap, backend_name, backend, name)
-    guard, fn, source = load_entry(cap.tracer.guards, cap, compiled, params, globals_, name, miss=dispatcher.MISS)
+    failure = GraphFailure(dispatcher, backend_name)
+    guard, fn, source = load_entry(cap.tracer.guards, cap, compiled, params, globals_, name, miss=dispatcher.MISS,
+                                   failure=failure)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
                   ops=cap.tracer.graph.op_count)
+    failure.entry, failure.gm = entry, gm
     _log(entry, name)
     return entry
 
@@ -307,6 +359,7 @@ def _break_entry(dispatcher, tracer, brk, name: str, start: float) -> Entry | No
     tracer.graph.rollback(brk.cp.graph_mark)
     brk.end_graph(tracer.graph)
     try:
+        _check_rerunnable(tracer)
         cap = Capture(tracer, brk.values(tracer))
         plan_outputs(cap)
     except Unsupported:
@@ -316,11 +369,13 @@ def _break_entry(dispatcher, tracer, brk, name: str, start: float) -> Entry | No
     if backend_name not in GRAD_MODE_AGNOSTIC:
         tracer.read_grad_mode()
     gm, compiled = call_backend(cap, backend_name, backend, name)
+    failure = GraphFailure(dispatcher, backend_name)
     guard, fn, source = load_entry(tracer.guards, cap, compiled, dispatcher.params, dispatcher.globals, name,
-                                   miss=dispatcher.MISS, brk=brk)
+                                   miss=dispatcher.MISS, brk=brk, failure=failure)
     brk.log(dispatcher.qualname)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
                   ops=tracer.graph.op_count, graph_break=str(brk.error), where=list(brk.error.where))
+    failure.entry, failure.gm = entry, gm
     _log(entry, name)
     return entry
 

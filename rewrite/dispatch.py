@@ -167,6 +167,18 @@ class Dispatcher:
         first = self.entries[0]
         self.slot.guard, self.slot.entry = first.guard.fn, first.fn
 
+    def disable_entry(self, entry, why: str) -> None:
+        """Stop running an entry's compiled code (it raised where eager does not): warn once,
+        and let the entry run its calls eagerly, guarded as before."""
+        if entry not in self.entries or entry.reason is not None:
+            return
+        entry.reason = why
+        entry.fn = _eager_entry
+        warnings.warn_explicit(f"rewrite: {self.qualname}: {why}; that cache entry runs its calls eagerly from now "
+                               "on", RuntimeWarning, self.code.co_filename, self.code.co_firstlineno,
+                               module=self.globals.get("__name__"))
+        self._rebind()
+
     # -- choosing a backend --------------------------------------------------------------------
     def backend_for(self, cap):
         from rewrite.codegen import default_backend, lookup_backend
@@ -181,6 +193,10 @@ class Dispatcher:
         self.frame_state.clear()
         self._warned_limit = False
         self.slot.guard, self.slot.entry, self.slot.call = _never, None, self.miss
+
+
+def _eager_entry(*args):
+    return MISS
 
 
 def reset_all() -> None:

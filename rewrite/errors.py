@@ -36,9 +36,15 @@ class Unsupported(RewriteError):
         return text
 
 
-class RaisesEagerly(Unsupported):
+class WholeCallEager(Unsupported):
+    """The call must run eagerly as a whole: no graph break can help (the graph could not
+    be run again if it raised where an `except` or `__exit__` of the user's would see it)."""
+
+
+class RaisesEagerly(WholeCallEager):
     """The traced call raises an exception no handler of its own catches: it runs eagerly
-    and raises there (even under `fullgraph=True`: that is the user's error, not a break)."""
+    and raises there, from the user's line (even under `fullgraph=True`: that is the user's
+    error, not a break)."""
 
 
 class BackendCompilerFailed(RewriteError):

@@ -41,6 +41,45 @@ def assert_same(actual, expected):
         assert actual == expected or (actual != actual and expected != expected)
 
 
+class Obj:
+    """A plain object to pass in (same_calls compares its attributes and their order)."""
+
+
+def obj(**attrs):
+    o = Obj()
+    o.__dict__.update(attrs)
+    return o
+
+
+def same_calls(fn, make_args, calls=3, **options):
+    """fn jitted and its eager copy, each called with fresh arguments: results,
+    exceptions and the arguments afterwards (attributes and their order) agree."""
+    eager = eager_copy(fn)
+    compiled = rewrite.jit(fn, **options)
+    for i in range(calls):
+        outcomes, passed = [], []
+        for f in (eager, compiled):
+            args = make_args(i)  # made just before each run: they may reset global state
+            passed.append(args)
+            try:
+                outcomes.append(("value", f(*args)))
+            except Exception as e:  # noqa: BLE001
+                outcomes.append(("raise", (type(e), str(e))))
+        assert outcomes[1][0] == outcomes[0][0], outcomes
+        if outcomes[0][0] == "value":
+            assert_same(outcomes[1][1], outcomes[0][1])
+        else:
+            assert outcomes[1][1] == outcomes[0][1]
+        for a, b in zip(passed[1], passed[0]):
+            if isinstance(b, Obj):
+                assert list(vars(a)) == list(vars(b))
+                for k in vars(b):
+                    assert_same(vars(a)[k], vars(b)[k])
+            elif isinstance(b, torch.Tensor):
+                assert_same(a, b)
+    return compiled
+
+
 class CompileCounter:
     """A backend that counts compiles and runs the graph as it is."""
 

@@ -74,11 +74,25 @@ def resume_code(code: types.CodeType, offset: int, slots: tuple[str, ...], local
     return bc.to_code()
 
 
-def at_user_line(code: types.CodeType, offset: int, what: str) -> types.FunctionType:
-    """A tiny function that does one step of a graph break -- `what` is "call" (`fn(*args,
-    **kwargs)`) or "truth" (`not not value`) -- as an instruction carrying the location of
-    `code`'s instruction at `offset`, in a frame named after `code`'s function: tracebacks
-    and warnings raised by that step name the user's file, line and function, as in eager."""
+def _instr_at(code: types.CodeType, offset: int) -> Instr:
+    """The `bytecode` Instr of `code`'s instruction at `offset` (its argument in the form the
+    library gives it on this Python: a name, a Compare, an int)."""
+    k = [i.offset for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"].index(offset)
+    return [item for item in Bytecode.from_code(code) if isinstance(item, Instr)][k]
+
+
+def at_user_line(code: types.CodeType, offset: int, what: str, n_in: int = 0, n_out: int = 1,
+                 globals_: dict | None = None) -> types.FunctionType:
+    """A tiny function that does one step of a graph break as an instruction carrying the
+    location of `code`'s instruction at `offset`, in a frame named after `code`'s function:
+    tracebacks and warnings raised by that step name the user's file, line and function, as
+    in eager. `what` is
+
+    * "call"  -- `fn(*args, **kwargs)`, taking (fn, args, kwargs);
+    * "truth" -- `not not value`;
+    * "step"  -- that very instruction, over `n_in` values (deepest first), returning what it
+                 pushes: None (`n_out` 0), the value (1) or a tuple of them, deepest first.
+                 `globals_` are the globals it sees (STORE_GLOBAL, IMPORT_NAME)."""
     inst = next(i for i in dis.get_instructions(code) if i.offset == offset)
     p = inst.positions
     loc = InstrLocation(p.lineno, p.end_lineno, p.col_offset, p.end_col_offset) if p and p.lineno else None
@@ -88,13 +102,23 @@ def at_user_line(code: types.CodeType, offset: int, what: str) -> types.Function
         body = compat.call_unpacked(Instr, Instr("LOAD_FAST", "___fn", location=first),
                                     Instr("LOAD_FAST", "___args", location=first), loc,
                                     Instr("LOAD_FAST", "___kwargs", location=first))
-    else:
+    elif what == "truth":
         names = ["___value"]
         body = [Instr("LOAD_FAST", "___value", location=first), Instr("UNARY_NOT", location=loc),
                 Instr("UNARY_NOT", location=loc)]
+    else:
+        names = [f"___a{i}" for i in range(n_in)]
+        original = _instr_at(code, offset)
+        step = Instr(original.name, original.arg, location=loc) if original.require_arg() else \
+            Instr(original.name, location=loc)
+        body = [*(Instr("LOAD_FAST", n, location=first) for n in names), step]
+        if n_out == 0:
+            body.append(Instr("LOAD_CONST", None, location=first))
+        elif n_out > 1:
+            body.append(Instr("BUILD_TUPLE", n_out, location=first))
     bc = Bytecode([Instr("RESUME", 0, location=first), *body, Instr("RETURN_VALUE", location=first)])
     bc.argnames = names
     bc.argcount = len(names)
     bc.filename, bc.name, bc.qualname = code.co_filename, code.co_name, code.co_qualname
     bc.first_lineno = code.co_firstlineno
-    return types.FunctionType(bc.to_code(), {}, code.co_name)
+    return types.FunctionType(bc.to_code(), globals_ if globals_ is not None else {}, code.co_name)

@@ -6,11 +6,13 @@ Python value (PURE); anything else is unsupported.
 from __future__ import annotations
 
 import functools
+import inspect
+import sys
 import types
 
 import torch
 
-from ..errors import Unsupported, python_error
+from ..errors import Unsupported, WholeCallEager, python_error
 from ..guards.guard import HasAttrMatch
 from ..guards.source import AttrSource
 from ..trace.values import (BoundVar, ConstVar, ExceptionVar, GradModeVar, InstanceVar, PartialVar, RecordedContextVar, SetVar, SymIntVar,
@@ -27,6 +29,28 @@ def rule(*fns):
             BUILTINS[fn] = impl
         return impl
     return register
+
+
+# builtins that read the frame calling them. At a graph break they would read the entry's frame:
+# called from the compiled function itself, the whole call runs eagerly; called from a helper,
+# the call of that helper runs eagerly at the break, in a real frame. `vars` and `dir` only
+# without arguments (breaks.py keeps functions that name any of these from breaking at all).
+FRAME_READERS = {locals, eval, exec, breakpoint, sys._getframe, inspect.currentframe}
+
+
+
+
+def _frame_reader(fn):
+    def impl(frame, args, kwargs):
+        if fn in (vars, dir) and (args or kwargs):
+            raise Unsupported(f"call to builtin {fn.__name__}")
+        why = f"{fn.__name__}() reads the frame that calls it"
+        raise WholeCallEager(why) if frame is frame.tracer.root else Unsupported(why)
+    return impl
+
+
+for _fn in (*FRAME_READERS, vars, dir):
+    BUILTINS[_fn] = _frame_reader(_fn)
 
 
 # builtins that are pure functions of their (Python) arguments
@@ -138,14 +162,13 @@ def _has_attr(frame, v: Var, name: str) -> bool:
         return False
     if isinstance(v, ObjectVar) and v.source is not None:  # stored or deleted earlier in this call
         from ..guards.source import AttrSource
-        from ..trace.side_effects import DELETED
-        stored = frame.tracer.side_effects.stores.get(AttrSource(v.source, name))
+        from ..trace.side_effects import DELETED, location
+        stored = frame.tracer.side_effects.stored(AttrSource(v.source, name), location(v.value, name))
         if stored is DELETED:
             return False
         if stored is not None:
             return True
     if isinstance(v, (ConstVar, ObjectVar)):
-        import inspect
         value = v.value
         if isinstance(value, torch.nn.Module) and name in {**value._parameters, **value._buffers, **value._modules}:
             return True

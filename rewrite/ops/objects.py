@@ -12,6 +12,7 @@ from ..guards.guard import IdMatch, NotInDictMatch
 from ..guards.source import AttrSource, ModuleAttrSource
 from ..trace.values import (BoundVar, ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var,
                             note_mutation)
+from ..trace.side_effects import location
 from .core import const, describe, fold, foldable, key_of, python_value, unpack
 from .instances import _MISSING, OBJECT_SLOTS, bind, class_attr, getattr_fallback
 
@@ -55,7 +56,7 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
     tracer = frame.tracer
     source = AttrSource(var.source, name) if var.source is not None else None
     if source is not None:
-        stored = tracer.side_effects.load(source)
+        stored = tracer.side_effects.load(source, location(value, name))
         if stored is not None:  # written earlier in this trace
             return stored
     if isinstance(value, types.ModuleType):
@@ -133,6 +134,8 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
         fallback = getattr_fallback(frame, var, name)
         if fallback is not None:
             return fallback
+        from .tensors import missing_attribute
+        missing_attribute(frame, var, name)
     raise Unsupported(f"attribute {name!r} of {describe(var)}")
 
 
@@ -159,10 +162,11 @@ def setattr_object(frame, var: Var, name: str, value) -> None:
         raise Unsupported(f"assignment to an attribute of {cls.__qualname__}, which defines __setattr__")
     if getattr(obj, "__dict__", None) is None:
         raise Unsupported(f"assignment to an attribute of {cls.__qualname__}, which has no __dict__")
-    if value is DELETED and frame.tracer.side_effects.load(AttrSource(var.source, name)) is None \
+    where = location(obj, name)
+    if value is DELETED and frame.tracer.side_effects.load(AttrSource(var.source, name), where) is None \
             and name not in obj.__dict__:
         raise Unsupported(f"del of attribute {name!r} it does not have (the call raises eagerly)")
-    frame.tracer.side_effects.store(AttrSource(var.source, name), value)
+    frame.tracer.side_effects.store(AttrSource(var.source, name), value, where, existed=name in obj.__dict__)
 
 
 # --- container methods -----------------------------------------------------------------------------------
@@ -175,14 +179,27 @@ def mutating(frame, v) -> None:
         frame.tracer.side_effects.mutate(v)
 
 
+def extend(frame, lst: ListVar, iterable: Var) -> None:
+    """`lst.extend(iterable)` (and `lst += iterable`) as CPython does it: a list or tuple is
+    taken whole first (`xs.extend(xs)` doubles it); anything else is consumed one item at a
+    time, each appended before the next is asked for (a generator reading `lst` sees it grow)."""
+    mutating(frame, lst)
+    if isinstance(iterable, (ListVar, TupleVar)):
+        lst.items.extend(list(iterable.items))
+        return
+    from .core import iterate
+    it = iterate(frame, iterable)
+    while (item := it.next()) is not None:
+        lst.items.append(item)
+
+
 def list_method(frame, lst: ListVar, name: str, args: list[Var], kwargs) -> Var:
     items = lst.items
     if name == "append":
         mutating(frame, lst)
         items.append(args[0])
     elif name == "extend":
-        mutating(frame, lst)
-        items.extend(unpack(frame, args[0]))
+        extend(frame, lst, args[0])
     elif name == "insert":
         mutating(frame, lst)
         items.insert(python_value(args[0], "list.insert"), args[1])

@@ -59,12 +59,12 @@ def _sequence_op(frame, sym, a, b):
     seqs = (TupleVar, ListVar)
     if sym in ("+", "+=") and isinstance(a, seqs) and type(a) is type(b):
         if sym == "+=" and isinstance(a, ListVar):
-            return _extend(frame, a, b.items)
+            return _extend(frame, a, b)
         sizes = torch.Size in (getattr(a, "py_type", None), getattr(b, "py_type", None))
         py_type = torch.Size if sizes else tuple  # tuple + Size is a Size, as torch.Size.__radd__ makes it
         return TupleVar(a.items + b.items, py_type=py_type) if isinstance(a, TupleVar) else ListVar(a.items + b.items)
     if sym == "+=" and isinstance(a, ListVar):
-        return _extend(frame, a, unpack(None, b))
+        return _extend(frame, a, b)
     if sym in ("*", "*=") and isinstance(a, seqs) and isinstance(b, ConstVar) and type(b.value) is int:
         if sym == "*=" and isinstance(a, ListVar):
             from .objects import mutating
@@ -79,10 +79,9 @@ def _sequence_op(frame, sym, a, b):
     return None
 
 
-def _extend(frame, lst: ListVar, items) -> ListVar:
-    from .objects import mutating
-    mutating(frame, lst)
-    lst.items.extend(items)
+def _extend(frame, lst: ListVar, iterable: Var) -> ListVar:
+    from .objects import extend
+    extend(frame, lst, iterable)
     return lst
 
 

@@ -73,6 +73,20 @@ FORBIDDEN_FUNCTIONS = {
 META_FUNCTIONS = {"is_tensor", "numel", "is_floating_point", "is_complex", "is_storage", "typename"}
 # torch functions that read global state the guards already cover
 GLOBAL_STATE = {torch.is_grad_enabled, torch._C.is_grad_enabled}
+
+
+def _switch_grad(frame, args, kwargs) -> Var:
+    """`torch._C._set_grad_enabled(b)` (what grad-mode context managers call): the trace's
+    grad mode switches, so `torch.is_grad_enabled()` and the ops after it see it."""
+    mode = (args or list(kwargs.values()) or [None])[0]
+    if len(args) + len(kwargs) != 1 or not isinstance(mode, ConstVar) or not isinstance(mode.value, bool):
+        raise Unsupported("torch._C._set_grad_enabled of a value that is not a bool constant")
+    frame.tracer.set_grad(mode.value)
+    return ConstVar(None)
+
+
+# torch functions that switch a global mode the trace follows (others named set_* break the graph)
+MODE_SWITCHES = {torch._C._set_grad_enabled: _switch_grad}
 # torch functions that read a mode a traced `with` block may switch: (the recorded context kind)
 MODE_STATE = {torch.is_autocast_enabled: "autocast", torch.is_inference_mode_enabled: "inference_mode"}
 
@@ -164,7 +178,20 @@ def getattr_tensor(frame, var: TensorVar, name: str) -> Var:
         raise Unsupported(f"{FORBIDDEN_ATTRS[name]} of a tensor")
     if callable(getattr(torch.Tensor, name, None)):
         return MethodVar(var, name)
+    missing_attribute(frame, var, name)
     raise Unsupported(f"tensor attribute .{name}")
+
+
+def missing_attribute(frame, var: Var, name: str) -> None:
+    """`obj.name` when the object has no such attribute: eager's AttributeError, raised in the
+    trace (so the user's `except` meets it, and fullgraph=True reports the user's error),
+    guarded on the attribute staying absent. Returns when the attribute is there after all."""
+    from ..guards.guard import HasAttrMatch
+    if hasattr(var.value, name):
+        return
+    if var.source is not None:
+        frame.tracer.guards.add(HasAttrMatch(var.source, name, False))
+    fold(getattr, var.value, name)
 
 
 def _autograd_attr(frame, var: TensorVar, name: str) -> Var:
@@ -224,7 +251,9 @@ def call_torch(frame, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return ConstVar(frame.tracer.read_grad_mode())
     if fn in MODE_STATE:
         return _read_mode(frame, fn, MODE_STATE[fn], args, kwargs)
-    if name in FORBIDDEN_FUNCTIONS:
+    if fn in MODE_SWITCHES:
+        return MODE_SWITCHES[fn](frame, args, kwargs)
+    if name in FORBIDDEN_FUNCTIONS or name.startswith(("set_", "_set_")):
         raise Unsupported(f"call to torch.{name} (global side effect)")
     if name in META_FUNCTIONS:
         return const(fold(fn, *[_fold(a) for a in args], **{k: _fold(v) for k, v in kwargs.items()}))

@@ -66,12 +66,13 @@ class DynamicPolicy:
 
     def dims(self, source, value) -> frozenset:
         shape = tuple(value.shape)
-        seen = self.frame_state.get(source)
+        key = (source, "sizes")  # apart from ints: one argument can be an int in one call, a tensor in the next
+        seen = self.frame_state.get(key)
         if seen is None or len(seen) != len(shape):
-            self.frame_state[source] = seen = shape
+            self.frame_state[key] = seen = shape
         changed = {i for i, (was, now) in enumerate(zip(seen, shape)) if was is None or was != now}
         if changed:  # remembered as dynamic for every later compile
-            self.frame_state[source] = tuple(None if i in changed else s for i, s in enumerate(seen))
+            self.frame_state[key] = tuple(None if i in changed else s for i, s in enumerate(seen))
             if logs.enabled("dynamic") and self.option is not False:
                 for i in sorted(changed):
                     if seen[i] is not None:
@@ -90,13 +91,14 @@ class DynamicPolicy:
     def int_dynamic(self, source, value: int) -> bool:
         """An int argument of the function is a symbol when it changed since the first compile
         (or with dynamic=True); 0, 1 and negative values stay constants."""
-        seen = self.frame_state.get(source, value)
+        key = (source, "int")
+        seen = self.frame_state.get(key, value)
         if seen is not None and seen != value:
             if logs.enabled("dynamic") and self.option is not False:
                 logs.get("dynamic").debug("int %s is dynamic from now on: %d in the first compile, %d now",
                                           source.name(), seen, value)
             seen = None  # dynamic from now on
-        self.frame_state[source] = seen
+        self.frame_state[key] = seen
         if self.option is False or value < 2:
             return False
         return bool(self.option) or seen is None

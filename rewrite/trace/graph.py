@@ -90,7 +90,7 @@ class GraphBuilder:
         """Run `target` on the real values and record it. Returns (node, real result)."""
         real_args, real_kwargs = _real(args), _real(kwargs)
         fx_args, fx_kwargs = _fx(args), _fx(kwargs)
-        self._write_check.seeded = False
+        self._write_check.seeded = self._write_check.wrote = False
         try:
             with self._write_check:
                 if kind == "call_method":
@@ -106,6 +106,7 @@ class GraphBuilder:
         node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
         node.meta["example_value"] = result
         node.meta["seeded"] = self._write_check.seeded
+        node.meta["writes"] = self._write_check.wrote  # what backends reorder by (codegen/schedule.py)
         self._created.append(node)
         self.op_count += 1
         return node, result
@@ -118,17 +119,20 @@ class GraphBuilder:
         """A node computing a Python int from sizes (`x.size(0)`, `a * b`); not counted as an op."""
         node = self.graph.create_node(kind, target, tuple(_fx(a) for a in args), {})
         node.meta["example_value"] = value
+        node.meta["writes"] = False
         self._created.append(node)
         return node
 
     def set_grad(self, enabled: bool) -> None:
         """Record a grad-mode switch (a `with torch.no_grad()` edge); not counted as an op."""
         node = self.graph.call_function(torch._C._set_grad_enabled, (enabled,))
+        node.meta["writes"] = True  # a switch: the ops after it must not move before it
         self._created.append(node)
 
     def record_effect(self, fn, args: tuple):
         """Record a call made for its effect on global state (entering autocast, say); not an op."""
         node = self.graph.call_function(fn, tuple(args))
+        node.meta["writes"] = True  # a switch: the ops after it must not move before it
         self._created.append(node)
         return node
 
@@ -146,6 +150,7 @@ class GraphBuilder:
                 else:
                     item = self.graph.call_function(operator.getitem, (node, i))
                     item.meta["example_value"] = r
+                    item.meta["writes"] = False
                     self._created.append(item)
                     items.append(TensorVar(item, r))
             if isinstance(result, list):
@@ -215,11 +220,12 @@ class InputWrite(Exception):
 
 
 class _InputWriteCheck(TorchDispatchMode):
-    """Stops any ATen op that would write into an input's memory before it runs.
+    """Stops any ATen op that would write into an input's memory before it runs, and notes
+    whether an op wrote into any tensor at all (`wrote`), or drew random numbers (`seeded`).
 
     The tracer runs the user's ops on the real inputs; whatever Python path leads there
-    (`x.add_`, `F.relu(x, inplace=True)`, `x[0] = v`, `out=x`), the op's schema says which
-    arguments it writes.
+    (`x.add_`, `x.__iadd__(y)`, `F.relu(x, inplace=True)`, `x[0] = v`, `out=x`, `x.copy_`),
+    the op's schema says which arguments it writes: the one place writes are detected.
     """
 
     @classmethod
@@ -233,6 +239,7 @@ class _InputWriteCheck(TorchDispatchMode):
         self.storages = storages  # the memory of inputs: writes through views
         self.ids = ids  # the input tensors themselves: in-place metadata changes (x.unsqueeze_)
         self.seeded = False
+        self.wrote = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -243,8 +250,10 @@ class _InputWriteCheck(TorchDispatchMode):
                 continue
             value = args[i] if i < len(args) else kwargs.get(arg.name)
             for t in value if isinstance(value, (list, tuple)) else (value,):
-                if isinstance(t, torch.Tensor) and (id(t) in self.ids or _storage(t) in self.storages):
-                    raise InputWrite(str(func))
+                if isinstance(t, torch.Tensor):
+                    self.wrote = True
+                    if id(t) in self.ids or _storage(t) in self.storages:
+                        raise InputWrite(str(func))
         return func(*args, **kwargs)
 
 

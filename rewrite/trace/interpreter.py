@@ -21,6 +21,7 @@ from ..guards.codegen import GuardSet
 from ..guards.guard import DefaultDtypeMatch, GradModeMatch, IdMatch, NotInMatch
 from ..guards.source import AttrSource, CellContentsSource, GlobalSource, GlobalsSource, ItemSource, LocalSource, Source
 from .graph import GraphBuilder
+from .side_effects import location
 from .values import CellVar, ConstVar, ExceptionVar, FunctionVar, ObjectVar, Var, mutations
 
 HANDLERS: dict = {}
@@ -217,6 +218,11 @@ class Tracer:
             except Yielded as y:
                 frame.push(ConstVar(None))  # what next() sends in
                 return y.value
+            except Raised as r:
+                state["done"] = True
+                if isinstance(r.exc, ExceptionVar) and issubclass(r.exc.cls, StopIteration):  # PEP 479
+                    raise Raised(ExceptionVar(RuntimeError, [ConstVar("generator raised StopIteration")])) from None
+                raise
             finally:
                 self.depth -= 1
             state["done"] = True  # returned: StopIteration
@@ -346,7 +352,7 @@ class Frame:
 
     def load_global(self, name: str) -> Var:
         if self.global_source is not None:
-            stored = self.tracer.side_effects.load(self.global_source(name))
+            stored = self.tracer.side_effects.load(self.global_source(name), location(self.globals, name))
             if stored is not None:
                 return stored
         if name in self.globals:
@@ -371,7 +377,7 @@ class Frame:
                 raise Unsupported(f"free variable {name!r} read before assignment")
             return cell.contents
         if cell.source is not None:
-            stored = self.tracer.side_effects.load(CellContentsSource(cell.source))
+            stored = self.tracer.side_effects.load(CellContentsSource(cell.source), location(cell.real, None))
             if stored is not None:
                 return stored
         try:

@@ -9,14 +9,30 @@ real changes. The entry replays them after the graph has run, in program order:
     L['xs'][:] = [x, ___o[0]] # lists and dicts that came in are refilled in place (same object)
 
 At a graph break the replay runs before the eager step, which may look at them.
+
+A write is recorded under the first source that reached its `location` (a name in a real
+namespace), so a read through another source sees it. Names added during the call, or
+deleted and added again, are written last, in the order they came: the namespace's order
+is then eager's. A name set and deleted again in the call leaves nothing to replay.
 """
 from __future__ import annotations
 
+import types
+
 from ..errors import Unsupported
-from ..guards.source import AttrSource, CellContentsSource, GlobalSource, ItemSource, Source
+from ..guards.source import GLOBALS, AttrSource, CellContentsSource, GlobalSource, ItemSource, Source
 from .values import ConstVar, ListVar, Var, note_mutation
 
 DELETED = object()
+
+
+def location(namespace, name) -> tuple:
+    """What a write changes, whichever source reached it: a name in one real namespace. A
+    module's attributes and its functions' globals are one dict (`state.FLAG` read in the
+    caller is the `FLAG` a helper of `state` assigned with `global`)."""
+    if isinstance(namespace, types.ModuleType):
+        namespace = vars(namespace)
+    return id(namespace), name  # the objects live as long as the trace (the call holds them)
 
 
 class SideEffects:
@@ -24,21 +40,45 @@ class SideEffects:
         self.tracer = tracer
         self.stores: dict[Source, object] = {}  # target -> Var (or DELETED), in order of the last write
         self.containers: dict[int, Var] = {}  # id -> ListVar/DictVar with a source, mutated in place
-        self.recreated: set = set()  # attributes deleted, then set again: last in the object's __dict__
+        self.located: dict[tuple, Source] = {}  # location -> the source its writes are recorded under
+        self.existed: dict[Source, bool] = {}  # target -> whether it existed before the call
+        self.present: dict[Source, bool] = {}  # target -> whether it exists now, in the trace's view
+        self.inserted: dict[Source, int] = {}  # target -> when it was (re)added to its namespace: the
+        # namespace's insertion order puts it last then (a dict's order is observable: `vars(o)`)
+        self._clock = 0
 
-    def store(self, target: Source, value) -> None:
+    def _target(self, target: Source, where) -> Source:
+        return target if where is None else self.located.setdefault(where, target)
+
+    def store(self, target: Source, value, where: tuple | None = None, existed: bool = True) -> None:
+        """`target` (at `where`, a `location`) is assigned `value`, or deleted (DELETED).
+        `existed`: whether it existed before the call (asked at its first write only)."""
         note_mutation()
-        if self.stores.pop(target, None) is DELETED and value is not DELETED:
-            self.recreated.add(target)
+        target = self._target(target, where)
+        self.existed.setdefault(target, existed)
+        present = self.present.get(target, self.existed[target])
+        if value is DELETED:
+            self.inserted.pop(target, None)
+        elif not present:
+            self._clock += 1
+            self.inserted[target] = self._clock
+        self.present[target] = value is not DELETED
+        self.stores.pop(target, None)
         self.stores[target] = value
         if value is DELETED:
             self.tracer.wrapped.pop(target, None)
         else:
             self.tracer.wrapped[target] = value  # later reads through this source see the new value
 
-    def load(self, target: Source):
+    def stored(self, target: Source, where: tuple | None = None):
+        """The Var written at `target` while tracing, DELETED, or None when it was not written."""
+        if where is not None:
+            target = self.located.get(where, target)
+        return self.stores.get(target)
+
+    def load(self, target: Source, where: tuple | None = None):
         """The Var stored at `target` while tracing, or None when it was not written."""
-        value = self.stores.get(target)
+        value = self.stored(target, where)
         if value is DELETED:
             raise Unsupported(f"{target.name()} read after it was deleted (the read raises eagerly)")
         return value
@@ -87,10 +127,19 @@ class SideEffects:
             lines.append(f"{name} = {expr}")
             return name
 
+        last = []  # (re)added during the call: after the names that stayed, in the order they came
         for (where, value), target in zip(targets, self.stores):
-            if target in self.recreated and isinstance(target, AttrSource) and value is not DELETED:
-                writes.append(f"{parent(target.base)}.__dict__.pop({target.attr!r}, None)")  # re-added at the end
-            writes.append(f"del {where}" if value is DELETED else f"{where} = {value_name(rebuild(value))}")
+            if value is DELETED:
+                if self.existed[target]:  # set and deleted again in the call: nothing to undo
+                    writes.append(f"del {where}")
+            elif target in self.inserted:
+                last.append((self.inserted[target], target, where, value))
+            else:
+                writes.append(f"{where} = {value_name(rebuild(value))}")
+        for _, target, where, value in sorted(last, key=lambda t: t[0]):
+            if self.existed[target]:  # deleted and set again: out of its old place first
+                writes.append(_pop(target, parent))
+            writes.append(f"{where} = {value_name(rebuild(value))}")
         for box, c in boxes:
             if isinstance(c, ListVar):
                 writes.append(f"{box}[:] = {value_name('[' + ', '.join(rebuild(v) for v in c.items) + ']')}")
@@ -98,3 +147,12 @@ class SideEffects:
                 items = ", ".join(f"{rebuild(ConstVar(k))}: {rebuild(v)}" for k, v in c.items.items())
                 writes += [f"{box}.clear()", f"{box}.update({value_name('{' + items + '}')})"]
         return lines, writes
+
+
+def _pop(target: Source, parent) -> str:
+    """A statement taking `target` out of its namespace (it is added again at the end)."""
+    if isinstance(target, AttrSource):
+        return f"{parent(target.base)}.__dict__.pop({target.attr!r}, None)"
+    if isinstance(target, ItemSource):
+        return f"{parent(target.base)}.pop({target.index!r}, None)"
+    return f"{GLOBALS}.pop({target.global_name!r}, None)"

@@ -7,6 +7,7 @@ from ...bytecode.compat import load_global_pushes_null
 from ...errors import Unsupported
 from ...guards.source import CellContentsSource
 from ..interpreter import _Lazy, handler
+from ..side_effects import location
 from ..values import NULL, CellVar, ObjectVar
 
 
@@ -41,7 +42,9 @@ def load_global(frame, inst):
 def store_global(frame, inst):
     if frame.global_source is None:
         raise Unsupported(f"assignment to global {inst.argval!r} of a function the tracer cannot locate")
-    frame.tracer.side_effects.store(frame.global_source(inst.argval), frame.pop())
+    name = inst.argval
+    frame.tracer.side_effects.store(frame.global_source(name), frame.pop(), location(frame.globals, name),
+                                    existed=name in frame.globals)
 
 
 @handler("MAKE_CELL")
@@ -70,7 +73,7 @@ def store_deref(frame, inst):
     elif cell.source is None:
         raise Unsupported(f"assignment to nonlocal {inst.argval!r} of a function the tracer cannot locate")
     else:
-        frame.tracer.side_effects.store(CellContentsSource(cell.source), frame.pop())
+        frame.tracer.side_effects.store(CellContentsSource(cell.source), frame.pop(), location(cell.real, None))
 
 
 @handler("LOAD_ATTR")

@@ -1,0 +1,11 @@
+"""A module whose globals a test's helper writes with `global` (tests/test_parity.py)."""
+FLAG = 0.0
+
+
+def set_flag(value):
+    global FLAG
+    FLAG = value
+
+
+def read_flag():
+    return FLAG
