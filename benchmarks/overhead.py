@@ -91,6 +91,7 @@ def main():
         over_jit, over_dyn = t_jit - t_direct, t_dyn - t_direct
         print(f"{name:16} {t_direct:8.3f} {t_jit:8.3f} {t_dyn:8.3f} {over_jit:11.3f} {over_dyn:14.3f} "
               f"{over_dyn / max(over_jit, 1e-9):6.1f}x")
+    many_entries_and_arguments()
     print("\nfirst call: trace + compile + run (ms, median of 9)")
     print(f"{'case':16} {'@jit':>8} {'dynamo':>8} {'ratio':>7}")
     for name, fn, args in cases:
@@ -104,6 +105,53 @@ def main():
     print("\nwrap + first call in a fresh process, lazy imports included (ms, median of 3 processes)")
     for kind in ("jit", "dynamo"):
         print(f"  {kind:8} {statistics.median(fresh_process_ms(kind) for _ in range(3)):8.1f}")
+
+
+def round_robin_time(fn, inputs, number=20_000, repeat=7) -> float:
+    """µs per call of fn over `inputs` in turn (one argument each)."""
+    g = {"fn": fn, "xs": inputs}
+    return min(timeit.repeat("for x in xs: fn(x)", globals=g, number=number, repeat=repeat)) / number \
+        / len(inputs) * 1e6
+
+
+def twenty(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19):
+    return a0 + a19
+
+
+def many_entries_and_arguments():
+    """A hit on any of 8 entries (calls round robin over 8 sizes, each its own static entry)
+    and an entry with 20 tensor arguments, against torch's own batched check of 20 tensors."""
+    from torch._C._dynamo.guards import TensorGuards
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 16)
+    xs = [torch.randn(n) for n in range(2, 10)]
+    direct = fresh(add_one)
+    jitted = jit(fresh(add_one), dynamic=False)
+    dynamo = torch.compile(fresh(add_one), backend="eager", dynamic=False)
+    for f in (jitted, dynamo):
+        for x in xs:
+            f(x), f(x)
+    assert len(rewrite.dispatcher_of(jitted).entries) == 8
+    t_direct, t_jit, t_dyn = (round_robin_time(f, xs) for f in (direct, jitted, dynamo))
+    print("\nhit on any of 8 entries, round robin (µs per call)")
+    print(f"{'case':16} {'direct':>8} {'@jit':>8} {'dynamo':>8} {'jit-direct':>11} {'dynamo-direct':>14} {'ratio':>7}")
+    print(f"{'x + 1, 8 sizes':16} {t_direct:8.3f} {t_jit:8.3f} {t_dyn:8.3f} {t_jit - t_direct:11.3f} "
+          f"{t_dyn - t_direct:14.3f} {(t_dyn - t_direct) / max(t_jit - t_direct, 1e-9):6.1f}x")
+    args = tuple(torch.randn(4) for _ in range(20))
+    direct = fresh(twenty)
+    jitted = jit(fresh(twenty))
+    dynamo = torch.compile(fresh(twenty), backend="eager")
+    for f in (jitted, dynamo):
+        f(*args), f(*args)
+    checker = TensorGuards(*args, dynamic_dims_sizes=[list(a.shape) for a in args],
+                           dynamic_dims_strides=[list(a.stride()) for a in args])
+    assert checker.check(*args)
+    t_direct, t_jit, t_dyn = (hit_time(f, args, number=100_000) for f in (direct, jitted, dynamo))
+    t_check = hit_time(checker.check, args, number=100_000)
+    print("\n20 tensor arguments (µs per call; 'batched check' is torch's TensorGuards.check of the 20)")
+    print(f"{'case':16} {'direct':>8} {'@jit':>8} {'dynamo':>8} {'jit-direct':>11} {'dynamo-direct':>14} "
+          f"{'batched check':>14} {'jit-direct-check':>17}")
+    print(f"{'a0 + a19':16} {t_direct:8.3f} {t_jit:8.3f} {t_dyn:8.3f} {t_jit - t_direct:11.3f} "
+          f"{t_dyn - t_direct:14.3f} {t_check:14.3f} {t_jit - t_direct - t_check:17.3f}")
 
 
 FRESH = """

@@ -23,6 +23,7 @@ import torch.fx
 
 from rewrite import codeload, logs
 from rewrite.guards.guard import is_literal
+from rewrite.guards.source import attr_expr, comment, is_identifier, py_str
 
 from . import register_backend
 
@@ -76,7 +77,7 @@ class Renderer:
         if isinstance(a, list):
             return "[" + ", ".join(self.arg(x) for x in a) + "]"
         if isinstance(a, dict):
-            return "{" + ", ".join(f"{k!r}: {self.arg(v)}" for k, v in a.items()) + "}"
+            return "{" + ", ".join(f"{self.arg(k)}: {self.arg(v)}" for k, v in a.items()) + "}"
         if isinstance(a, slice):
             return f"slice({self.arg(a.start)}, {self.arg(a.stop)}, {self.arg(a.step)})"
         if isinstance(a, torch.dtype) and "torch" not in self.taken:
@@ -108,8 +109,12 @@ class Renderer:
 
     def call_args(self, node) -> str:
         parts = [self.arg(a) for a in node.args]
-        parts += [f"{k}={self.arg(v)}" for k, v in node.kwargs.items()]
-        return ", ".join(parts)
+        return ", ".join(parts + self.keywords(node.kwargs))
+
+    def keywords(self, kwargs: dict) -> list[str]:
+        """`k=v`, or `**{'k': v}` for a keyword that is not a plain identifier."""
+        return [f"{k}={self.arg(v)}" if is_identifier(k) else f"**{{{py_str(k)}: {self.arg(v)}}}"
+                for k, v in kwargs.items()]
 
     def function_ref(self, fn) -> str:
         """`torch.relu` when that dotted path names `fn` itself, else a bound constant."""
@@ -135,13 +140,13 @@ class Renderer:
                 return [f"{out} = {self.arg(a[0])}[{self.index(a[1])}]"]
             if t is operator.setitem:
                 return [f"{self.arg(a[0])}[{self.index(a[1])}] = {self.arg(a[2])}", f"{out} = None"]
-            if t is getattr and isinstance(a[1], str) and a[1].isidentifier():
+            if t is getattr and is_identifier(a[1]):
                 return [f"{out} = {self.arg(a[0])}.{a[1]}"]
             return [f"{out} = {self.function_ref(t)}({self.call_args(node)})"]
         if node.op == "call_method":
             self_, *rest = node.args
-            parts = [self.arg(x) for x in rest] + [f"{k}={self.arg(v)}" for k, v in node.kwargs.items()]
-            return [f"{out} = {self.arg(self_)}.{t}({', '.join(parts)})"]
+            parts = [self.arg(x) for x in rest] + self.keywords(node.kwargs)
+            return [f"{out} = {attr_expr(self.arg(self_), t)}({', '.join(parts)})"]
         if node.op == "get_attr":
             raise NotImplementedError("get_attr nodes: the python backend takes graphs without module state")
         raise NotImplementedError(f"python backend: node kind {node.op}")
@@ -208,7 +213,7 @@ class CompiledGraph:
 
     def source(self) -> tuple[str, dict]:
         r = Renderer(self.__rewrite_fusable__)
-        return f"# python backend: {self.name}\nimport torch\nimport operator\n\n" + r.render(), r.consts
+        return f"# python backend: {comment(self.name)}\nimport torch\nimport operator\n\n" + r.render(), r.consts
 
     def __call__(self, *args):
         if self._fn is None:

@@ -18,7 +18,6 @@ backward kernels yet. On CPU tensors the kernels run under Triton's interpreter:
 from __future__ import annotations
 
 import os
-import re
 import sys
 import warnings
 
@@ -26,6 +25,7 @@ import torch
 import torch.fx
 
 from rewrite import codeload, logs
+from rewrite.guards.source import comment
 
 from . import register_backend
 from .lowering import NoLowering
@@ -65,7 +65,7 @@ def _needs_grad(example_inputs, graph) -> bool:
 def triton(gm: torch.fx.GraphModule, example_inputs):
     from .python import python
     fallback = python(gm, example_inputs)
-    name = re.sub(r"\W", "_", getattr(gm, "_rewrite_name", "graph"))
+    name = codeload.safe_name(getattr(gm, "_rewrite_name", "graph"))  # kernels are named after it
     try:
         if _needs_grad(example_inputs, gm.graph):
             raise NoLowering("tensors that require grad (no backward kernels yet)")
@@ -164,7 +164,7 @@ class Wrapper:
         namespace["torch"] = torch
         namespace.update({f"launch_{kname}": Launcher(ns[kname], grid, checked, self.device)
                           for kname, (grid, checked) in self.launchers.items()})
-        wrapper_source = f"# triton backend wrapper: {self.name}\n" + wrapper
+        wrapper_source = f"# triton backend wrapper: {comment(self.name)}\n" + wrapper
         fn = codeload.load("triton", f"wrapper_{self.name}", wrapper_source, namespace)["forward"]
         if logs.enabled("output_code"):
             logs.get("output_code").debug("triton kernels for %s:\n%s\n%s", self.name, kernel_source, wrapper_source)

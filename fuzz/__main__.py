@@ -1,6 +1,7 @@
 """python -m rewrite.fuzz: fuzz rewrite with generated PyTorch programs against eager.
 
     python -m rewrite.fuzz --examples 2000 --seed 0 --backend python [--time-budget 120] [--focus writes] [--reasons]
+    python -m rewrite.fuzz --threads 8 --calls 10000 --examples 20      # thread mode (fuzz/threads.py)
 
 Runs in chunks of Hypothesis examples (each chunk its own derived seed) until the example
 count or the time budget is reached. A divergence prints Hypothesis's shrunk reproducer
@@ -21,21 +22,33 @@ import rewrite
 
 from .oracle import STATS, Divergence, run_program
 from .programs import FOCUS, dims, programs
+from .threads import run_threads
 
 CHUNK = 100
 
 
-def run_chunk(n: int, seed: int, backend: str, max_statements: int, focus: str | None = None) -> list[Divergence]:
+def run_chunk(n: int, seed: int, backend: str, max_statements: int, focus: str | None = None,
+              threads: int = 0, calls: int = 0) -> list[Divergence]:
+    rules = FOCUS[focus] if focus else None
+
     @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck),
               print_blob=False)
     @hypothesis_seed(seed)
-    @given(programs(max_statements=max_statements, rules=FOCUS[focus] if focus else None), dims(), dims())
+    @given(programs(max_statements=max_statements, rules=rules), dims(), dims())
     def fuzz_one(program, dims1, dims2):
         rewrite.reset()
         run_program(program, dims1, dims2, backend=backend, seed=seed)
 
+    @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck),
+              print_blob=False)
+    @hypothesis_seed(seed)
+    @given(programs(max_statements=max_statements, rules=rules), dims(), dims(), dims())
+    def threads_one(program, dims1, dims2, dims3):
+        rewrite.reset()
+        run_threads(program, [dims1, dims2, dims3], threads, calls, backend=backend, seed=seed)
+
     try:
-        fuzz_one()
+        (threads_one if threads else fuzz_one)()
     except Divergence as d:
         return [d]
     except BaseExceptionGroup as group:  # Hypothesis found several distinct failures
@@ -55,6 +68,10 @@ def main(argv=None) -> int:
     p.add_argument("--max-statements", type=int, default=8, help="statements per program (default 8)")
     p.add_argument("--focus", choices=sorted(FOCUS), default=None,
                    help="draw from a subset of the rules (writes: in-place ops, inputs and their views)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="thread mode: this many threads call each compiled program at once")
+    p.add_argument("--calls", type=int, default=10_000,
+                   help="thread mode: calls each thread makes over the whole run (default 10000)")
     p.add_argument("--reasons", action="store_true",
                    help="print the most common reasons for graph breaks and calls run eagerly")
     args = p.parse_args(argv)
@@ -65,8 +82,9 @@ def main(argv=None) -> int:
         if args.time_budget is not None and time.perf_counter() - start > args.time_budget:
             break
         n = min(CHUNK, args.examples - done)
+        per_program = -(-args.calls * args.threads // args.examples) if args.threads else 0
         for divergence in run_chunk(n, args.seed * 100_003 + chunk_index, args.backend, args.max_statements,
-                                    args.focus):
+                                    args.focus, args.threads, per_program):
             STATS.divergences += 1
             print(f"\nDIVERGENCE ({args.backend}):\n{divergence}\n", flush=True)
         done += n
@@ -76,7 +94,8 @@ def main(argv=None) -> int:
     if args.reasons:
         for why, count in STATS.reasons.most_common(25):
             print(f"{count:6d}  {why}")
-    run = f"backend={args.backend} seed={args.seed}" + (f" focus={args.focus}" if args.focus else "")
+    run = f"backend={args.backend} seed={args.seed}" + (f" focus={args.focus}" if args.focus else "") + \
+        (f" threads={args.threads}" if args.threads else "")
     print(f"fuzz: {run} {STATS.line()}; {elapsed:.1f} s, {rate:.0f} programs/min")
     return 1 if STATS.divergences else 0
 

@@ -1259,7 +1259,7 @@ def always_missing_slot():
     from rewrite.dispatch import MISS, Slot
 
     slot = Slot()
-    slot.guard, slot.entry, slot.call, slot.name = (lambda *a: False), None, (lambda *a: MISS), "fuzz"
+    slot.call, slot.name = (lambda *a: MISS), "fuzz"  # slot.entry: NEXT (no entries)
     return slot, MISS
 
 

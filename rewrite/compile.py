@@ -20,15 +20,16 @@ from torch.amp import autocast_mode
 from torch.autograd import grad_mode
 
 from . import breaks, codeload, logs
+from .slot import NEXT
 
 try:  # generates the GraphModule's own Python code only if someone asks for it
     from torch.fx._lazy_graph_module import _LazyGraphModule as GraphModule
 except ImportError:  # pragma: no cover
     from torch.fx import GraphModule
 from .errors import BackendCompilerFailed, RaisesEagerly, Unsupported, UserError, WholeCallEager
-from .guards.codegen import GuardFunction, GuardSet, guard_source, make_guard_function
+from .guards.codegen import GuardCode, GuardFunction, GuardSet, render_guards
 from .guards.guard import Consts
-from .guards.source import GLOBALS, param_name
+from .guards.source import GLOBALS, attr_expr, comment, param_name
 from .trace.graph import WritesInputs
 from .trace.interpreter import Tracer
 from .trace.builder import DynamicPolicy
@@ -132,7 +133,7 @@ def plan_outputs(cap: Capture) -> None:
                 return cap.consts.ref(v.value)
             if isinstance(v, InstanceVar):  # an object the trace made: its class, its attributes
                 from .ops.instances import new_instance
-                attrs = ", ".join(f"{k!r}: {rebuild(i)}" for k, i in v.attrs.items())
+                attrs = ", ".join(f"{cap.consts.ref(k)}: {rebuild(i)}" for k, i in v.attrs.items())
                 return f"{cap.consts.ref(new_instance)}({cap.consts.ref(v.cls)}, {{{attrs}}})"
             if isinstance(v, SetVar):
                 from .ops.sets import members
@@ -141,14 +142,14 @@ def plan_outputs(cap: Capture) -> None:
                     (f"{{{inner}}}" if inner else "set()")
             if isinstance(v, PartialVar):
                 args = "".join(f"{rebuild(a)}, " for a in v.args)
-                kw = "".join(f"{k}={rebuild(a)}, " for k, a in v.kwargs.items())
+                kw = "".join(f"**{{{cap.consts.ref(k)}: {rebuild(a)}}}, " for k, a in v.kwargs.items())
                 return f"{cap.consts.ref(functools.partial)}({rebuild(v.func)}, {args}{kw})"
             if isinstance(v, ExceptionVar):
                 return f"{cap.consts.ref(v.cls)}({''.join(rebuild(a) + ', ' for a in v.args)})"
             if isinstance(v, BoundVar):
                 return f"{cap.consts.ref(types.MethodType)}({cap.consts.ref(v.func)}, {rebuild(v.self_var)})"
-            if isinstance(v, MethodVar) and v.name.isidentifier():  # `x.item` of a call the break runs
-                return f"{rebuild(v.self_var)}.{v.name}"
+            if isinstance(v, MethodVar):  # `x.item` of a call the break runs
+                return attr_expr(rebuild(v.self_var), v.name)
             if isinstance(v, DictViewVar):
                 return f"{rebuild(v.dict_var)}.{v.kind}()"
             if isinstance(v, IteratorVar) and v.step is None and v.on_next is None and v.over is not None:
@@ -263,13 +264,16 @@ def _on_graph_error(cap: Capture, consts: Consts, failure: GraphFailure | None) 
         [f"return ___graph_failed(({inputs}))"]
 
 
-def entry_source(cap: Capture | None, compiled, params, name: str, miss=None, brk=None,
-                 failure: GraphFailure | None = None) -> tuple[str, dict]:
-    """Source defining `___make_entry(G, <consts>)`: read graph inputs from the frame, run the
-    compiled graph (or its statements, inlined), rebuild the Python result -- or, at a
-    graph break, rebuild the frame's values and run the break and the resume function."""
+def entry_source(cap: Capture | None, compiled, params, name: str, consts: Consts, guard: GuardCode,
+                 miss=None, brk=None, failure: GraphFailure | None = None) -> str:
+    """Source defining `___make_entry(G, <consts>)`: check the guards (NEXT when one fails),
+    read graph inputs from the frame, run the compiled graph (or its statements, inlined),
+    rebuild the Python result -- or, at a graph break, rebuild the frame's values and run
+    the break and the resume function. A fallback entry (no capture) returns MISS."""
     args = [param_name(p) for p in params]
-    consts = cap.consts if cap is not None else Consts()
+    consts.values["___NEXT"] = NEXT
+    checks = guard.lines("return ___NEXT")
+    prelude = ["try:", *(f"    {line}" for line in checks), "except Exception:", "    return ___NEXT"] if checks else []
     on_error = _on_graph_error(cap, consts, failure) if compiled is not None else None
     fused = getattr(compiled, "__rewrite_fusable__", None) if brk is None else None
     if cap is None:  # a fallback entry: the original bytecode runs
@@ -297,23 +301,29 @@ def entry_source(cap: Capture | None, compiled, params, name: str, miss=None, br
             lines += cap.render(lambda i: f"___o[{i}]", "___v")
             lines += brk.body(cap.tracer, brk.dispatcher, consts.values)
         body = f"def entry({', '.join(args)}):\n" + "".join(f"    {line}\n" for line in lines)
+    head, rest = body.split("\n", 1)  # the guards first, inside the entry: one call per hit
+    body = head + "\n" + "".join(f"    {line}\n" for line in prelude) + rest
     free = ", ".join([GLOBALS, *consts.values])
-    source = (f"# entry of {name}\n"
-              f"def ___make_entry({free}):\n"
-              + "".join(f"    {line}\n" for line in body.splitlines())
-              + "    return entry\n")
-    return source, consts.values
+    return (f"# entry of {comment(name)}: its guards, then what it runs\n"
+            f"def ___make_entry({free}):\n"
+            + "".join(f"    {line}\n" for line in body.splitlines())
+            + "    return entry\n")
 
 
 def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=None, brk=None, failure=None):
-    """Generate the guard closure and the entry function, written to one file and loaded once."""
-    g_source, g_consts, ordered = guard_source(guards, params, name)
-    e_source, e_consts = entry_source(cap, compiled, params, name, miss, brk, failure)
+    """Generate the entry function (guards inlined) and the guard closure on its own (for
+    explanations), written to one file and loaded once."""
+    consts = cap.consts if cap is not None else Consts()
+    guard = render_guards(guards, name, consts)
+    e_source = entry_source(cap, compiled, params, name, consts, guard, miss, brk, failure)
+    g_source = guard.closure_source(params)  # (after the entry: it takes every constant too)
     ns = codeload.load("entries", name, "import torch\n\n" + g_source + "\n\n" + e_source, {})
-    guard = make_guard_function(ns, g_source, g_consts, ordered, params, globals_, name)
-    fn = ns["___make_entry"](globals_, *e_consts.values())
+    values = list(consts.values.values())
+    guard_fn = ns["___make_guard"](globals_, *values)
+    guard_fn.__qualname__ = guard_fn.__name__ = f"guard_{name}"
+    fn = ns["___make_entry"](globals_, *values)
     fn.__qualname__ = fn.__name__ = f"entry_{name}"
-    return guard, fn, e_source
+    return GuardFunction(guard_fn, g_source, guard.ordered, params, globals_), fn, e_source
 
 
 def compile_entry(dispatcher, args) -> Entry:

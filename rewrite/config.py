@@ -18,3 +18,5 @@ max_trace_instructions: int = 200_000
 capture_scalar_outputs: bool = os.environ.get("REWRITE_CAPTURE_SCALAR_OUTPUTS", "") not in ("", "0")
 # Where generated sources (guards, entries, backend code) are written.
 cache_dir: str = os.environ.get("REWRITE_CACHE_DIR", "")
+# The cache directory's size cap: at start-up the oldest files go until it holds 80 % of this.
+cache_max_bytes: int = int(os.environ.get("REWRITE_CACHE_MAX_BYTES", str(64 << 20)))

@@ -1,22 +1,33 @@
-"""The per-code-object cache: entries, LRU order, recompile limits, the miss path.
+"""The per-code-object cache: entries, dispatch over them, recompile limits, the miss path.
 
-The prologue calls `slot.guard(*args, *cells)`, the newest entry's guard closure, and on
-success `slot.entry(...)`. Otherwise it calls `slot.call(...)`: `Dispatcher.miss` when
-there is no other entry, else a generated function that tries the other entries' guards
-in most-recently-hit order:
+Each entry function starts with its own guards (generated, inlined) and returns NEXT when
+one fails. The prologue calls `slot.entry`: the only entry, or, with several, a generated
+dispatch that picks the entry by the facts that tell the entries apart (a size, a dtype, a
+Python number's value), then tries them newest first:
 
     def dispatch(x, n):
-        if ___g1(x, n):
-            return ___hit(1, x, n)      # promote entry 1 to the front, then run it
-        if ___g2(x, n):
-            return ___hit(2, x, n)
-        return ___miss(x, n)
+        try:
+            ___e = ___table.get((x.size(0), n))      # the entry compiled for these facts
+        except Exception:
+            ___e = None
+        if ___e is not None:
+            ___r = ___e(x, n)
+            if ___r is not ___NEXT:
+                return ___r
+        ___r = ___e0(x, n)                           # newest first (guards keep it correct)
+        if ___r is not ___NEXT:
+            return ___r
+        ...
+        return ___NEXT                               # -> slot.call: the miss path
 
-Promotion rebinds the slot and the closure cells of that function, so reordering costs no
-code generation. A new entry regenerates it (once per compile).
+Entries are held by identity in a tuple that is replaced, never changed in place, and a new
+dispatch is published by one attribute store: a thread calling meanwhile runs the old one or
+the new one, each whole. Compiles take one process-wide re-entrant lock without waiting (as
+Dynamo does): a call that finds another thread compiling runs eagerly.
 """
 from __future__ import annotations
 
+import threading
 import warnings
 import weakref
 from typing import TYPE_CHECKING
@@ -25,16 +36,18 @@ import torch
 
 from . import codeload, config, logs
 from .bytecode.splice import prologue_names
-from .slot import MISS, Options, Slot, _Miss, _never  # noqa: F401  (torch-free: the import hook uses them)
+from .slot import MISS, NEXT, Options, Slot, _next  # noqa: F401  (torch-free: the import hook uses them)
 
 if TYPE_CHECKING:
     from .compile import Entry
 from .errors import BackendCompilerFailed, InternalError, RecompileLimitExceeded, Unsupported, UserError
-from .guards.source import param_name
+from .guards.guard import EqualsMatch, TensorMatch, TypeMatch
+from .guards.source import comment, param_name
 
 
 _ALL: "weakref.WeakSet[Dispatcher]" = weakref.WeakSet()
 OBSERVERS: list[list] = []  # explain() collects (dispatcher, entry) for each compile while it runs
+COMPILE_LOCK = threading.RLock()  # one compile at a time in the process; compile state is shared
 
 
 class Dispatcher:
@@ -46,28 +59,44 @@ class Dispatcher:
         self.options = options
         self.qualname = qualname
         self.params = prologue_names(code)
-        self.entries: list[Entry] = []
+        self.entries: tuple[Entry, ...] = ()  # newest first; replaced whole, never changed in place
         self.compiles = 0
         self.frame_state: dict = {}  # (source, kind) -> sizes or int seen by the first compile (None: dynamic since)
         self.slot = slot if slot is not None else Slot()
-        self.slot.guard, self.slot.entry, self.slot.call = _never, None, self.miss
+        self.slot.entry, self.slot.call = _next, self.miss
         self.slot.name = qualname
         self.recompile_limit: int | None = None  # None: config.recompile_limit
         self.on_limit = None  # called instead of warning when the limit is hit (the import hook)
-        self._busy = False
+        self._busy = False  # compiling now (read and written under COMPILE_LOCK only)
         self._warned_limit = False
-        self._cells: dict = {}
         _ALL.add(self)
 
     # -- the miss path ----------------------------------------------------------------------
     def miss(self, *args):
-        if self._busy:  # a call made while this function is being compiled runs eagerly
+        if not COMPILE_LOCK.acquire(blocking=False):
+            return MISS  # another thread is compiling: this call runs eagerly
+        try:
+            entry = self._entry_for(args)
+        finally:
+            COMPILE_LOCK.release()
+        if entry is None:
             return MISS
+        result = entry.fn(*args)
+        return MISS if result is NEXT else result
+
+    def _entry_for(self, args):
+        """The entry for this call, compiled now if none accepts it (under COMPILE_LOCK)."""
+        if self._busy:  # a call made while this function is being compiled (recursion) runs eagerly
+            return None
+        for e in self.entries:  # another thread may have compiled it since this call's guards ran
+            if e.guard.fn(*args):
+                return e
         if self.entries and logs.enabled("recompiles"):
             logs.get("recompiles").debug("%s", self._recompile_reason(args))
         limit = self.recompile_limit or config.recompile_limit
         if len(self.entries) >= limit or self.compiles >= config.accumulated_recompile_limit:
-            return self._limit_hit(args)
+            self._limit_hit(args)
+            return None
         rng = _rng_state()
         self._busy = True
         try:
@@ -80,30 +109,30 @@ class Dispatcher:
             _set_rng_state(rng)
             if not config.suppress_errors:
                 raise
-            warnings.warn(f"rewrite: {e}; running {self.qualname} eagerly", RuntimeWarning, stacklevel=2)
-            return MISS
+            warnings.warn(f"rewrite: {e}; running {self.qualname} eagerly", RuntimeWarning, stacklevel=3)
+            return None
         except UserError:
             # the user's own code raised while tracing: eager raises it, from the user's line
             _set_rng_state(rng)
-            return MISS
+            return None
         except Exception as e:
             _set_rng_state(rng)
             if not config.suppress_errors:
                 raise InternalError(f"rewrite failed to compile {self.qualname}: {type(e).__name__}: {e}") from e
             warnings.warn(f"rewrite: internal error compiling {self.qualname} ({type(e).__name__}: {e}); "
-                          "running it eagerly", RuntimeWarning, stacklevel=2)
-            return MISS
+                          "running it eagerly", RuntimeWarning, stacklevel=3)
+            return None
         finally:
             self._busy = False
         _set_rng_state(rng)
         self.compiles += 1
         if entry.reason is not None and logs.enabled("graph_breaks"):
             logs.get("graph_breaks").debug("%s runs eagerly: %s", self.qualname, entry.reason)
-        self.entries.insert(0, entry)
+        self.entries = (entry, *self.entries)
         for observer in OBSERVERS:
             observer.append((self, entry))
-        self._regenerate()
-        return entry.fn(*args)
+        self._publish()
+        return entry
 
     def _limit_hit(self, args):
         if self.on_limit is not None:  # the import hook: the function runs its original code from now on
@@ -132,40 +161,40 @@ class Dispatcher:
         return "\n".join(lines)
 
     # -- the hit path -------------------------------------------------------------------------
-    def _hit(self, i, *args):
-        entry = self.entries.pop(i)
-        self.entries.insert(0, entry)
-        self._rebind()
-        return entry.fn(*args)
+    def _publish(self) -> None:
+        """Point the prologue at the entries as they are now: one store, of one function."""
+        entries = self.entries
+        if not entries:
+            self.slot.entry = _next
+        elif len(entries) == 1:
+            self.slot.entry = entries[0].fn
+        else:
+            self.slot.entry = self._dispatch(entries)
 
-    def _regenerate(self) -> None:
-        """Generate the dispatch function over entries 1..n-1 (entry 0 is tried by the prologue)."""
-        n = len(self.entries)
+    def _dispatch(self, entries) -> object:
+        """Generate the dispatch over `entries` (see the module's docstring)."""
         args = ", ".join(param_name(p) for p in self.params)
+        keys, table = dispatch_key(entries)
+        names = [f"___e{i}" for i in range(len(entries))]
         lines = []
-        for i in range(1, n):
-            lines.append(f"if ___g{i}({args}):")
-            lines.append(f"    return ___hit({i}, {args})")
-        lines.append(f"return ___miss({args})")
-        free = ", ".join(["___miss", "___hit"] + [f"___g{i}" for i in range(1, n)])
+        if keys:
+            lines += ["try:", f"    ___e = ___table.get(({''.join(k + ', ' for k in keys)}))",
+                      "except Exception:", "    ___e = None", "if ___e is not None:", f"    ___r = ___e({args})",
+                      "    if ___r is not ___NEXT:", "        return ___r"]
+        for name in names:
+            lines += [f"___r = {name}({args})", "if ___r is not ___NEXT:", "    return ___r"]
+        lines.append("return ___NEXT")
         body = "".join(f"        {line}\n" for line in lines)
-        source = (f"# dispatch of {self.qualname}: entries 1..{n - 1}, most recently hit first "
-                  f"(the prologue tries entry 0)\n"
-                  f"def ___make({free}):\n"
+        key_text = f"keyed on ({', '.join(keys)})" if keys else "tried in order"
+        source = (f"# dispatch of {comment(self.qualname)}: {len(entries)} entries, newest first, "
+                  f"{comment(key_text)}\n"
+                  f"def ___make({', '.join(['G', '___NEXT', '___table', *names])}):\n"
                   f"    def dispatch({args}):\n{body}"
                   f"    return dispatch\n")
-        ns = codeload.load("dispatch", f"{self.code.co_name}_{n}", source, {})
-        fn = ns["___make"](self.miss, self._hit, *[e.guard.fn for e in self.entries[1:]])
-        self._cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+        ns = codeload.load("dispatch", f"{self.code.co_name}_{len(entries)}", source, {})
+        fn = ns["___make"](self.globals, NEXT, table, *[e.fn for e in entries])
         fn.__qualname__ = fn.__name__ = f"dispatch_{self.code.co_name}"
-        self.slot.call = fn
-        self._rebind()
-
-    def _rebind(self) -> None:
-        for i, e in enumerate(self.entries[1:], start=1):
-            self._cells[f"___g{i}"].cell_contents = e.guard.fn
-        first = self.entries[0]
-        self.slot.guard, self.slot.entry = first.guard.fn, first.fn
+        return fn
 
     def disable_entry(self, entry, why: str) -> None:
         """Stop running an entry's compiled code (it raised where eager does not): warn once,
@@ -173,11 +202,11 @@ class Dispatcher:
         if entry not in self.entries or entry.reason is not None:
             return
         entry.reason = why
-        entry.fn = _eager_entry
+        entry.fn = _eager_in_place_of(entry)
         warnings.warn_explicit(f"rewrite: {self.qualname}: {why}; that cache entry runs its calls eagerly from now "
                                "on", RuntimeWarning, self.code.co_filename, self.code.co_firstlineno,
                                module=self.globals.get("__name__"))
-        self._rebind()
+        self._publish()
 
     # -- choosing a backend --------------------------------------------------------------------
     def backend_for(self, cap):
@@ -188,15 +217,67 @@ class Dispatcher:
         return lookup_backend(backend)
 
     def reset(self) -> None:
-        self.entries.clear()
+        self.entries = ()
         self.compiles = 0
         self.frame_state.clear()
         self._warned_limit = False
-        self.slot.guard, self.slot.entry, self.slot.call = _never, None, self.miss
+        self.slot.entry, self.slot.call = _next, self.miss
 
 
-def _eager_entry(*args):
-    return MISS
+def _eager_in_place_of(entry):
+    """An entry that runs its calls eagerly (MISS), guarded as the entry it replaces."""
+    guard = entry.guard.fn
+
+    def eager_entry(*args):
+        return MISS if guard(*args) else NEXT
+    return eager_entry
+
+
+# -- what tells entries apart ------------------------------------------------------------------
+_COST = {"type": 0, "value": 1, "dtype": 2, "dim": 3, "size": 4}  # a cheap read first
+
+
+def _facts(entry) -> dict[str, tuple[int, object]]:
+    """expression -> (cost, value) of what the entry's guards pin: types, dtypes, ranks,
+    static sizes, values of Python scalars."""
+    out = {}
+    for g in entry.guard.guards:
+        if isinstance(g, TensorMatch):
+            e = g.source.expr()
+            out[f"{e}.dtype"] = (_COST["dtype"], g.dtype)
+            out[f"{e}.dim()"] = (_COST["dim"], len(g.shape))
+            for i, size in enumerate(g.shape):
+                if size is not None:
+                    out[f"{e}.size({i})"] = (_COST["size"], size)
+        elif isinstance(g, EqualsMatch) and type(g.value) in (int, str, bool, bytes, type(None)):
+            out[g.source.expr()] = (_COST["value"], g.value)
+        elif isinstance(g, TypeMatch):
+            out[f"type({g.source.expr()})"] = (_COST["type"], g.type)
+    return out
+
+
+def dispatch_key(entries, most: int = 4) -> tuple[list[str], dict]:
+    """The fewest, cheapest expressions whose values tell `entries` apart (all of them read
+    by every entry's guards), and the table from their values to the newest entry pinning them."""
+    facts = [_facts(e) for e in entries]
+    common = set(facts[0]).intersection(*facts[1:])
+
+    def groups(exprs) -> int:
+        return len({tuple(f[x][1] for x in exprs) for f in facts})
+
+    chosen: list[str] = []
+    best = 1
+    while best < len(entries) and len(chosen) < most:
+        ranked = sorted(common - set(chosen), key=lambda x: (-groups([*chosen, x]), facts[0][x][0], x))
+        if not ranked or groups([*chosen, ranked[0]]) == best:
+            break
+        chosen.append(ranked[0])
+        best = groups(chosen)
+    table: dict = {}
+    if chosen:
+        for e, f in zip(entries, facts):
+            table.setdefault(tuple(f[x][1] for x in chosen), e.fn)
+    return chosen, table
 
 
 def reset_all() -> None:

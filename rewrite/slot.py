@@ -15,19 +15,31 @@ class _Miss:
 MISS = _Miss()  # "run the original bytecode"
 
 
+class _Next:
+    __slots__ = ()
+
+    def __repr__(self):
+        return "NEXT"
+
+
+NEXT = _Next()  # "no cache entry's guards hold": the prologue calls slot.call (the miss path)
+
+
 class Slot:
-    """The prologue's constant: the newest entry's guard and entry, and the rest of dispatch."""
-    __slots__ = ("guard", "entry", "call", "name", "off", "__weakref__")
+    """The prologue's constant: `entry` (guards inlined: the result, MISS or NEXT) and `call`
+    (the miss path). Each is rebound as a whole: a thread calling reads one or the other."""
+    __slots__ = ("entry", "call", "name", "off", "__weakref__")
 
     def __init__(self):
+        self.entry = _next
         self.off = False  # the import hook's bypass (rewrite/bytecode/fastsplice.py): run the original
 
     def __repr__(self):
         return f"<dispatch slot of {getattr(self, 'name', '?')}>"
 
 
-def _never(*args):
-    return False
+def _next(*args):
+    return NEXT
 
 
 @dataclass(frozen=True)

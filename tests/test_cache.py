@@ -20,18 +20,29 @@ def sizes(entries):
     return [e.guard.guards[-1].shape[0] for e in entries]
 
 
-def test_newest_and_most_recently_hit_entries_come_first():
+def test_entries_are_newest_first_and_hits_never_reorder_them():
     f = make()
+    eager = eager_copy(f)
     jit(f, dynamic=False)  # one static entry per size
     for n in (1, 2, 3):
         f(torch.ones(n))
-    assert sizes(dispatcher_of(f).entries) == [3, 2, 1]
-    f(torch.ones(1))  # a hit on the oldest entry moves it to the front
-    assert sizes(dispatcher_of(f).entries) == [1, 3, 2]
-    f(torch.ones(2))
-    assert sizes(dispatcher_of(f).entries) == [2, 1, 3]
-    for n in (2, 1, 3):  # every entry still gives the right answer after reordering
-        assert_same(f(torch.full((n,), 2.0)), torch.full((n,), 5.0))
+    entries = dispatcher_of(f).entries
+    assert sizes(entries) == [3, 2, 1]
+    for n in (1, 2, 3, 1):  # a hit on any entry: the same entries, in the same order
+        assert_same(f(torch.full((n,), 2.0)), eager(torch.full((n,), 2.0)))
+    assert dispatcher_of(f).entries == entries
+
+
+def test_the_dispatch_is_keyed_on_what_tells_entries_apart():
+    f = make()
+    jit(f, dynamic=False)
+    for dtype in (torch.float32, torch.float64, torch.int64):
+        f(torch.ones(2, dtype=dtype))
+    d = dispatcher_of(f)
+    keys, table = rewrite.dispatch.dispatch_key(d.entries)
+    assert keys == ["x.dtype"] and set(table) == {(torch.float32,), (torch.float64,), (torch.int64,)}
+    import inspect
+    assert "___table.get((x.dtype, ))" in inspect.getsource(d.slot.entry)
 
 
 def test_alternating_inputs_hit_without_recompiling():
@@ -92,7 +103,7 @@ def test_reset_clears_entries_and_recompiles():
     x = torch.ones(2)
     f(x), f(x)
     rewrite.reset()
-    assert dispatcher_of(f).entries == []
+    assert dispatcher_of(f).entries == ()
     assert_same(f(x), x * 2 + 1)
     assert cnt.frame_count == 2
 

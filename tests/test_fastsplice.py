@@ -70,7 +70,7 @@ def test_same_instructions_locations_and_handlers_as_the_bytecode_library(name):
 def test_spliced_functions_run_as_before_with_a_missing_slot_and_with_the_bypass():
     import statistics
     slot = Slot()
-    slot.guard, slot.entry, slot.call = (lambda *a: False), None, (lambda *a: MISS)
+    slot.call = lambda *a: MISS  # (slot.entry: NEXT, no entries)
     calls = [("mean", ([1, 2, 3, 4],)), ("median", ([3, 1, 2],)), ("stdev", ([1.0, 2.0, 4.0],)),
              ("quantiles", ([1, 2, 3, 4, 5, 6, 7, 8],)), ("geometric_mean", ([1, 2, 4],))]
     for off in (False, True):
@@ -94,7 +94,7 @@ def test_exceptions_inside_keep_their_handlers_and_traceback_lines():
         return [1][x]
 
     slot = Slot()
-    slot.guard, slot.entry, slot.call = (lambda *a: False), None, (lambda *a: MISS)
+    slot.call = lambda *a: MISS  # (slot.entry: NEXT, no entries)
     ff = types.FunctionType(fast_splice(f.__code__, slot, MISS, ("x",)), globals())
     gg = types.FunctionType(fast_splice(g.__code__, slot, MISS, ("x",)), globals())
     assert ff(0) == "caught" and ff(2) == 0.5
@@ -113,7 +113,7 @@ def test_cells_free_variables_and_many_constants():
     outer = ns["outer"]
     slot = Slot()
     seen = []
-    slot.guard, slot.entry = (lambda *a: False), None
+    # (slot.entry: NEXT, no entries)
     slot.call = lambda *a: seen.append(a) or MISS
     spliced = fast_splice(outer.__code__, slot, MISS, argument_names(outer.__code__))
     fn = types.FunctionType(spliced, ns)

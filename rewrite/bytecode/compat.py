@@ -59,6 +59,11 @@ def branch_if_not_miss(Instr, label, location):
     return [Instr("IS_OP", 0, location=location), Instr("POP_JUMP_IF_TRUE", label, location=location)]
 
 
+def branch_unless_same(Instr, label, location):
+    """Jump to `label` unless the two values on top are the same object (`is`)."""
+    return [Instr("IS_OP", 0, location=location), pop_jump_if_false(Instr, label, location)]
+
+
 def pop_jump_if_false(Instr, label, location):
     return Instr("POP_JUMP_FORWARD_IF_FALSE" if PY311 else "POP_JUMP_IF_FALSE", label, location=location)
 

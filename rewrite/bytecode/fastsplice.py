@@ -7,7 +7,7 @@ assembled on its own and inserted as bytes after the frame set-up (COPY_FREE_VAR
 MAKE_CELL, RESUME). Nothing in the original bytecode moves relative to itself: jumps are
 relative, so they stay valid; the exception table's absolute offsets are shifted; the
 location table is re-encoded from `co_positions()` with the prologue's units at the `def`
-line; the slot, MISS and four attribute names are appended to `co_consts`/`co_names`.
+line; the slot, MISS, NEXT and three attribute names are appended to `co_consts`/`co_names`.
 
 The result runs exactly the instructions `splice_prologue` produces (tests compare them),
 plus, first, a bypass `if slot.off: <original>` the import hook uses for functions it has
@@ -19,10 +19,11 @@ from __future__ import annotations
 import dis
 import types
 
+from ..slot import NEXT
 from . import compat
 
 OP = dis.opmap
-NAMES = ("off", "guard", "entry", "call")
+NAMES = ("off", "entry", "call")
 
 
 _INS: dict[tuple[int, int], bytes] = {}
@@ -77,8 +78,8 @@ def fast_splice(code: types.CodeType, slot, miss, argument_names: tuple) -> type
     """`code` with the dispatcher prologue calling `slot` spliced in, as raw bytes."""
     if not compat.FAST_SPLICE:
         raise NotImplementedError("the raw splice is written for CPython 3.11's bytecode")
-    consts, names = code.co_consts + (slot, miss), list(code.co_names)  # both new to this code object
-    k_slot, k_miss = len(consts) - 2, len(consts) - 1
+    consts, names = code.co_consts + (slot, miss, NEXT), list(code.co_names)  # all new to this code object
+    k_slot, k_miss, k_next = len(consts) - 3, len(consts) - 2, len(consts) - 1
     attr = {n: _name_index(names, n) for n in NAMES}
     fast = _localsplus(code)
     cells = set(code.co_cellvars)
@@ -89,13 +90,13 @@ def fast_splice(code: types.CodeType, slot, miss, argument_names: tuple) -> type
     args += b"".join(_ins(op["LOAD_CLOSURE"], fast[name]) for name in code.co_freevars)
     n = len(argument_names) + len(code.co_freevars)
     calls = {which: _ins(op["PUSH_NULL"]) + _ins(op["LOAD_CONST"], k_slot) + _ins(op["LOAD_ATTR"], attr[which])
-             + args + _ins(op["PRECALL"], n) + _ins(op["CALL"], n) for which in ("guard", "entry", "call")}
+             + args + _ins(op["PRECALL"], n) + _ins(op["CALL"], n) for which in ("entry", "call")}
     # forward jumps count code units from the end of the jump instruction
     check = (_ins(op["COPY"], 1) + _ins(op["LOAD_CONST"], k_miss) + _ins(op["IS_OP"], 0)
              + _ins(op["POP_JUMP_FORWARD_IF_TRUE"], 1) + _ins(op["RETURN_VALUE"]) + _ins(op["POP_TOP"]))
-    dispatch = _ins(op["JUMP_FORWARD"], len(calls["call"]) // 2) + calls["call"]
-    rest = (calls["guard"] + _ins(op["POP_JUMP_FORWARD_IF_FALSE"], (len(calls["entry"]) + len(dispatch) - len(
-        calls["call"])) // 2) + calls["entry"] + dispatch + check)
+    missed = _ins(op["POP_TOP"]) + calls["call"]
+    rest = (calls["entry"] + _ins(op["COPY"], 1) + _ins(op["LOAD_CONST"], k_next) + _ins(op["IS_OP"], 0)
+            + _ins(op["POP_JUMP_FORWARD_IF_FALSE"], len(missed) // 2) + missed + check)
     prologue = (_ins(op["LOAD_CONST"], k_slot) + _ins(op["LOAD_ATTR"], attr["off"])
                 + _ins(op["POP_JUMP_FORWARD_IF_TRUE"], len(rest) // 2) + rest)
 

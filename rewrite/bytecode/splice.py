@@ -3,14 +3,12 @@
 The rewritten code is::
 
     <frame set-up: COPY_FREE_VARS, MAKE_CELL ..., RESUME>
-    PUSH_NULL; LOAD_CONST <Slot>; LOAD_ATTR guard    # the slot is a constant, not a global
+    PUSH_NULL; LOAD_CONST <Slot>; LOAD_ATTR entry    # the slot is a constant, not a global
     LOAD_FAST    <each argument>  (LOAD_DEREF for arguments that are cells)
     LOAD_CLOSURE <each free variable's cell>
     PRECALL/CALL n
-    POP_JUMP_IF_FALSE dispatch
-    PUSH_NULL; LOAD_CONST <Slot>; LOAD_ATTR entry; <args>; CALL n
-    JUMP_FORWARD check
-  dispatch:
+    COPY 1; LOAD_CONST NEXT; IS_OP; POP_JUMP_IF_FALSE check
+    POP_TOP
     PUSH_NULL; LOAD_CONST <Slot>; LOAD_ATTR call; <args>; CALL n
   check:
     COPY 1; LOAD_CONST MISS; IS_OP; POP_JUMP_IF_TRUE original
@@ -19,11 +17,13 @@ The rewritten code is::
     POP_TOP
     <the original bytecode, untouched>
 
-A hit on the most recently used entry costs two calls from the prologue: its guard
-closure and its entry. `slot.call` tries the other entries, then compiles. Every original
+`slot.entry` is one function with the guards inlined: the newest cache entry, or the
+dispatch over all of them. It returns the result, MISS (run the original bytecode) or NEXT
+(no entry's guards hold: `slot.call`, the miss path, compiles). A hit is one attribute load
+and one call, so a thread never pairs one entry's guard with another entry's body; the
+dispatcher publishes a new entry by rebinding that one attribute. Every original
 instruction keeps its location, so tracebacks, `inspect` and debuggers see the user's
-lines. The slot's attributes are swapped by the dispatcher as its cache changes; the code
-object itself never changes again.
+lines. The code object itself never changes again.
 """
 from __future__ import annotations
 
@@ -33,6 +33,7 @@ import weakref
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 from bytecode.instr import InstrLocation
 
+from ..slot import NEXT
 from . import compat
 
 _ORIGINALS: "weakref.WeakKeyDictionary[types.CodeType, types.CodeType]" = weakref.WeakKeyDictionary()
@@ -66,19 +67,19 @@ def splice_prologue(code: types.CodeType, slot, miss) -> types.CodeType:
             loads.append(Instr("LOAD_FAST", name, location=loc))
     for name in code.co_freevars:
         loads.append(compat.load_cell(Instr, FreeVar(name), loc))
-    original, dispatch, check = Label(), Label(), Label()
+    original, check = Label(), Label()
 
     def call(attr):
         callable_ = [Instr("LOAD_CONST", slot, location=loc), compat.load_attr(Instr, attr, loc)]
         return compat.call_sequence(Instr, callable_, loads, loc)
 
     prologue = [
-        *call("guard"),  # the newest entry's guard closure, called straight from the prologue
-        compat.pop_jump_if_false(Instr, dispatch, loc),
-        *call("entry"),
-        compat.jump_forward(Instr, check, loc),
-        dispatch,
-        *call("call"),  # the other entries, then the miss path
+        *call("entry"),  # the newest entry, its guards inlined (or the dispatch over the entries)
+        Instr("COPY", 1, location=loc),
+        Instr("LOAD_CONST", NEXT, location=loc),
+        *compat.branch_unless_same(Instr, check, loc),
+        Instr("POP_TOP", location=loc),
+        *call("call"),  # no entry's guards hold: the miss path
         check,
         Instr("COPY", 1, location=loc),
         Instr("LOAD_CONST", miss, location=loc),

@@ -1,4 +1,5 @@
-"""Turn a cache entry's guards into ONE generated Python closure.
+"""Turn a cache entry's guards into generated Python: checks inlined at the top of the entry
+function (a failing check returns NEXT), and the same checks as a closure of their own.
 
 The text is what runs (and what `REWRITE_LOGS=guards` prints): `and`-ed checks, cheapest
 and most discriminating first, inside a `try` so that a source that cannot be read (a
@@ -22,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from .guard import Consts, Guard, TensorMatch
-from .source import GLOBALS, LocalSource, Source, param_name, raw_expr, shared_names
+from .source import GLOBALS, LocalSource, Source, comment, param_name, raw_expr, shared_names
 
 try:  # torch's batched tensor check (dtype, device, dispatch keys, sizes, strides, requires_grad)
     from torch._C._dynamo.guards import TensorGuards as _TensorGuards
@@ -98,7 +99,7 @@ def _batched_tensor_checks(tensors: list[TensorMatch], guards: GuardSet, consts:
     args = ", ".join(g.source.expr() for g in tensors)
     out.append(f"___check_tensors({args})")
     out += [f"{g.source.expr()}.is_contiguous()" for g in tensors if g.dynamic]  # strides follow the sizes
-    out += [f"# {g.describe()}" for g in tensors]
+    out += [f"# {comment(g.describe())}" for g in tensors]
     return out
 
 
@@ -122,23 +123,43 @@ def _shared_sources(ordered: list[Guard]) -> dict:
     return {s: f"___s{i}" for i, s in enumerate(shared)}
 
 
-def _body(groups: list[tuple[list[str], list[str]]]) -> str:
-    """(bindings, checks) groups -> the statements of the guard's `try` block."""
+def _body(groups: list[tuple[list[str], list[str]]], fail: str) -> list[str]:
+    """(bindings, checks) groups -> statements that run `fail` as soon as a check fails."""
     lines = []
     for bindings, checks in groups:
-        lines += [f"            {b}" for b in bindings]
+        lines += bindings
         if any(not c.startswith("#") for c in checks):
-            chain = "\n".join(f"                {'' if i == 0 or c.startswith('#') else 'and '}{c}"
-                              for i, c in enumerate(checks))
-            lines += ["            if not (", chain, "            ):", "                return False"]
-    lines.append("            return True")
-    return "\n".join(lines) + "\n"
+            chain = [f"    {'' if i == 0 or c.startswith('#') else 'and '}{c}" for i, c in enumerate(checks)]
+            lines += ["if not (", *chain, "):", f"    {fail}"]
+    return lines
 
 
-def guard_source(guards: GuardSet, params: tuple[str, ...], name: str):
-    """Source text defining `___make_guard(G, <consts>)`, the consts to pass, and the ordered guards."""
+class GuardCode:
+    """A guard set rendered once: the statements of its check (each failing check runs
+    `fail`) and the constants they name, to put in the guard closure and in the entry."""
+
+    def __init__(self, groups, consts: Consts, ordered: list[Guard], name: str):
+        self.groups, self.consts, self.ordered, self.name = groups, consts, ordered, name
+
+    def lines(self, fail: str) -> list[str]:
+        return _body(self.groups, fail)
+
+    def closure_source(self, params) -> str:
+        """Source defining `___make_guard(G, <consts>)`: the guard alone, True or False."""
+        body = "".join(f"            {line}\n" for line in [*self.lines("return False"), "return True"])
+        return (f"# guards of {comment(self.name)}: {len(self.ordered)} guard(s)\n"
+                f"def ___make_guard({', '.join([GLOBALS, *self.consts.values])}):\n"
+                f"    def guard({', '.join(param_name(p) for p in params)}):\n"
+                f"        try:\n{body}"
+                f"        except Exception:\n"
+                f"            return False\n"
+                f"    return guard\n")
+
+
+def render_guards(guards: GuardSet, name: str, consts: Consts | None = None) -> GuardCode:
+    """Render `guards` (constants go to `consts`, shared with the entry that inlines them)."""
     ordered = guards.ordered()
-    consts = Consts()
+    consts = consts if consts is not None else Consts()
     names = _shared_sources(ordered)
     groups: list[tuple[list[str], list[str]]] = []
     bound: set = set()
@@ -161,27 +182,9 @@ def guard_source(guards: GuardSet, params: tuple[str, ...], name: str):
     for g in ordered:
         if not isinstance(g, TensorMatch):
             emit(lambda g=g: g.checks(consts))
-    batched = _batched_tensor_checks(tensors, guards, consts)
-    if batched is not None:
+    if _batched_tensor_checks(tensors, guards, Consts()) is not None:  # (rendered again inside emit: shared names)
         emit(lambda: _batched_tensor_checks(tensors, guards, consts))
     else:
         for g in tensors:
             emit(lambda g=g: g.checks(consts))
-    free = ", ".join([GLOBALS, *consts.values])
-    source = (
-        f"# guards of {name}: {len(ordered)} guard(s)\n"
-        f"def ___make_guard({free}):\n"
-        f"    def guard({', '.join(param_name(p) for p in params)}):\n"
-        f"        try:\n"
-        f"{_body(groups)}"
-        f"        except Exception:\n"
-        f"            return False\n"
-        f"    return guard\n")
-    return source, consts.values, ordered
-
-
-def make_guard_function(ns: dict, source: str, consts: dict, ordered, params, globals_, name) -> GuardFunction:
-    """Instantiate a guard closure from a namespace where `source` was executed."""
-    fn = ns["___make_guard"](globals_, *consts.values())
-    fn.__qualname__ = fn.__name__ = f"guard_{name}"
-    return GuardFunction(fn, source, ordered, params, globals_)
+    return GuardCode(groups, consts, ordered, name)

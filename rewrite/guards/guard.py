@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .source import GLOBALS, Source
+from .source import GLOBALS, Source, is_identifier, key_expr, py_str
 
 LITERAL_TYPES = (int, float, bool, str, bytes, complex, type(None))
 
@@ -42,7 +42,7 @@ def _hint(obj) -> str:
     if isinstance(obj, torch.dtype):
         return str(obj).rpartition(".")[2]
     name = getattr(obj, "__name__", None) if isinstance(obj, type) or callable(obj) else None
-    if isinstance(name, str) and name.isidentifier():
+    if is_identifier(name):  # (ASCII: `___ﬁeld` would read as `___field`, another constant's name)
         return name
     return "c"
 
@@ -183,7 +183,7 @@ class NotInDictMatch(Guard):
     priority = 3
 
     def checks(self, c):
-        return [f"{self.name!r} not in {self.source.expr()}.__dict__"]
+        return [f"{py_str(self.name)} not in {self.source.expr()}.__dict__"]
 
     def read(self, globals_, scope):
         return eval(self.source.expr(), {GLOBALS: globals_}, scope)
@@ -203,7 +203,7 @@ class HasAttrMatch(Guard):
     priority = 3
 
     def checks(self, c):
-        return [f"hasattr({self.source.expr()}, {self.name!r}) is {self.present}"]
+        return [f"hasattr({self.source.expr()}, {py_str(self.name)}) is {self.present}"]
 
     def failure(self, value):
         now = hasattr(value, self.name)
@@ -218,7 +218,7 @@ class NotInMatch(Guard):
     priority = 3
 
     def checks(self, c):
-        return [f"{self.key!r} not in {self.source.expr()}"]
+        return [f"{key_expr(self.key)} not in {self.source.expr()}"]
 
     def failure(self, value):
         return f"{self.key!r} is now in {self.source.name()}" if self.key in value else None

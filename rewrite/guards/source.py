@@ -10,11 +10,42 @@ globals dict, bound when the guard is generated. So `LocalSource("x").expr()` is
 from __future__ import annotations
 
 import contextlib
+import keyword
 from dataclasses import dataclass
 
 GLOBALS = "G"  # the name of the globals dict inside generated code
 _names: dict | None = None  # while a guard closure is generated: source -> the local holding its value
 _used: set | None = None  # the named sources the expressions rendered so far read
+
+
+def is_identifier(name) -> bool:
+    """Safe to write into generated code as a name: a str, ASCII (Python folds other
+    identifiers to NFKC, so `o.ﬁeld` in source reads `o.field`), an identifier, no keyword."""
+    return type(name) is str and name.isascii() and name.isidentifier() and not keyword.iskeyword(name)
+
+
+def py_str(text: str) -> str:
+    """A string literal for `text` (quotes, newlines, NUL, emoji: all escaped); a str
+    subclass's own __repr__ is never called."""
+    return str.__repr__(text)
+
+
+def attr_expr(base: str, attr: str) -> str:
+    """`base.attr`, or `getattr(base, '...')` for a name that is not a plain identifier."""
+    return f"{base}.{attr}" if is_identifier(attr) else f"getattr({base}, {py_str(attr)})"
+
+
+def key_expr(key) -> str:
+    """A subscript's key written as a literal (only keys whose repr is one: see ItemSource)."""
+    from .guard import is_literal
+    if not is_literal(key):
+        raise ValueError(f"{type(key).__name__} key without a literal form")
+    return py_str(key) if type(key) is str else repr(key)
+
+
+def comment(text: str) -> str:
+    """`text` made safe for a `#` comment of generated code: one line, printable ASCII."""
+    return "".join(c if c.isascii() and c.isprintable() else "?" for c in str.__str__(text))[:200]
 
 
 def param_name(name: str) -> str:
@@ -23,8 +54,8 @@ def param_name(name: str) -> str:
     Injective, and never `G` or a `___` helper name: `G` becomes `L_G`, a name that
     already starts with `L_` or `___` gets one more `L_` in front, all others stay.
     """
-    if not name.isidentifier():  # locals such as '.0' or '@py_assert1' (resume functions take them)
-        return "L_" + "".join(c if c.isalnum() or c == "_" else f"_x{ord(c):x}_" for c in name)
+    if not is_identifier(name):  # locals such as '.0' or '@py_assert1' (resume functions take them)
+        return "L_" + "".join(c if c.isascii() and (c.isalnum() or c == "_") else f"_x{ord(c):x}_" for c in name)
     if name == GLOBALS or name.startswith(("L_", "___")):
         return "L_" + name
     return name
@@ -100,7 +131,7 @@ class GlobalSource(Source):
     global_name: str
 
     def expr(self) -> str:
-        return f"{GLOBALS}[{self.global_name!r}]"
+        return f"{GLOBALS}[{py_str(self.global_name)}]"
 
     def name(self) -> str:
         return self.global_name
@@ -123,7 +154,7 @@ class AttrSource(Source):
     attr: str
 
     def expr(self) -> str:
-        return f"{self.base.expr()}.{self.attr}"
+        return attr_expr(self.base.expr(), self.attr)
 
     def name(self) -> str:
         return f"{self.base.name()}.{self.attr}"
@@ -135,10 +166,17 @@ class AttrSource(Source):
 @dataclass(frozen=True)
 class ItemSource(Source):
     base: Source
-    index: object  # int or str or other constant key
+    index: object  # a key whose repr is a literal: int, str, bool, None, finite float, tuple of them
+
+    def __post_init__(self):
+        from .guard import is_literal
+        if not is_literal(self.index):  # (an object's repr is not code to paste: a key from data)
+            from ..errors import Unsupported
+            raise Unsupported(f"an item of {self.base.name()} whose key ({type(self.index).__name__}) "
+                              "has no literal form")
 
     def expr(self) -> str:
-        return f"{self.base.expr()}[{self.index!r}]"
+        return f"{self.base.expr()}[{key_expr(self.index)}]"
 
     def name(self) -> str:
         return f"{self.base.name()}[{self.index!r}]"
@@ -157,7 +195,7 @@ class ModuleAttrSource(Source):
     attr: str
 
     def expr(self) -> str:
-        return f"{self.base.expr()}.{self.store}[{self.attr!r}]"
+        return f"{self.base.expr()}.{self.store}[{py_str(self.attr)}]"
 
     def name(self) -> str:
         return f"{self.base.name()}.{self.attr}"

@@ -7,7 +7,7 @@ import torch
 
 from ..errors import Unsupported
 from ..trace.values import ConstVar, ListVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var
-from .core import const, describe, fold, foldable, unpack
+from .core import const, describe, fold, foldable
 
 BINARY = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,

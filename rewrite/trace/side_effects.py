@@ -20,7 +20,8 @@ from __future__ import annotations
 import types
 
 from ..errors import Unsupported
-from ..guards.source import GLOBALS, AttrSource, CellContentsSource, GlobalSource, ItemSource, Source
+from ..guards.source import (GLOBALS, AttrSource, CellContentsSource, GlobalSource, ItemSource, Source, is_identifier,
+                             key_expr, py_str)
 from .values import ConstVar, ListVar, Var, note_mutation
 
 DELETED = object()
@@ -105,19 +106,7 @@ class SideEffects:
                 lines.append(f"{parents[expr]} = {expr}")
             return parents[expr]
 
-        targets = []
-        for target, value in self.stores.items():
-            if isinstance(target, GlobalSource):
-                where = f"G[{target.global_name!r}]"
-            elif isinstance(target, AttrSource):
-                where = f"{parent(target.base)}.{target.attr}"
-            elif isinstance(target, ItemSource):
-                where = f"{parent(target.base)}[{target.index!r}]"
-            elif isinstance(target, CellContentsSource):
-                where = f"{parent(target.base)}.cell_contents"
-            else:
-                raise Unsupported(f"a store to {target.name()}")
-            targets.append((where, value))
+        targets = [_statements(target, parent) for target in self.stores]  # (assign(value), delete)
         boxes = [(parent(c.source), c) for c in self.containers.values()]
         # every new value is computed before any write: `a.x, a.y = a.y, a.x` reads both first
         writes = []
@@ -128,18 +117,18 @@ class SideEffects:
             return name
 
         last = []  # (re)added during the call: after the names that stayed, in the order they came
-        for (where, value), target in zip(targets, self.stores):
+        for (target, value), (assign, delete) in zip(self.stores.items(), targets):
             if value is DELETED:
                 if self.existed[target]:  # set and deleted again in the call: nothing to undo
-                    writes.append(f"del {where}")
+                    writes.append(delete)
             elif target in self.inserted:
-                last.append((self.inserted[target], target, where, value))
+                last.append((self.inserted[target], target, assign, value))
             else:
-                writes.append(f"{where} = {value_name(rebuild(value))}")
-        for _, target, where, value in sorted(last, key=lambda t: t[0]):
+                writes.append(assign(value_name(rebuild(value))))
+        for _, target, assign, value in sorted(last, key=lambda t: t[0]):
             if self.existed[target]:  # deleted and set again: out of its old place first
                 writes.append(_pop(target, parent))
-            writes.append(f"{where} = {value_name(rebuild(value))}")
+            writes.append(assign(value_name(rebuild(value))))
         for box, c in boxes:
             if isinstance(c, ListVar):
                 writes.append(f"{box}[:] = {value_name('[' + ', '.join(rebuild(v) for v in c.items) + ']')}")
@@ -149,10 +138,28 @@ class SideEffects:
         return lines, writes
 
 
+def _statements(target: Source, parent):
+    """(value expression -> the statement assigning it to `target`, the statement deleting it)."""
+    if isinstance(target, GlobalSource):
+        where = f"{GLOBALS}[{py_str(target.global_name)}]"
+    elif isinstance(target, AttrSource):
+        base, name = parent(target.base), target.attr
+        if not is_identifier(name):  # a name from data (setattr(obj, key, v)): a string, never code
+            return (lambda v: f"setattr({base}, {py_str(name)}, {v})"), f"delattr({base}, {py_str(name)})"
+        where = f"{base}.{name}"
+    elif isinstance(target, ItemSource):
+        where = f"{parent(target.base)}[{key_expr(target.index)}]"
+    elif isinstance(target, CellContentsSource):
+        where = f"{parent(target.base)}.cell_contents"
+    else:
+        raise Unsupported(f"a store to {target.name()}")
+    return (lambda v: f"{where} = {v}"), f"del {where}"
+
+
 def _pop(target: Source, parent) -> str:
     """A statement taking `target` out of its namespace (it is added again at the end)."""
     if isinstance(target, AttrSource):
-        return f"{parent(target.base)}.__dict__.pop({target.attr!r}, None)"
+        return f"{parent(target.base)}.__dict__.pop({py_str(target.attr)}, None)"
     if isinstance(target, ItemSource):
-        return f"{parent(target.base)}.pop({target.index!r}, None)"
-    return f"{GLOBALS}.pop({target.global_name!r}, None)"
+        return f"{parent(target.base)}.pop({key_expr(target.index)}, None)"
+    return f"{GLOBALS}.pop({py_str(target.global_name)}, None)"
