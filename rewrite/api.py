@@ -13,10 +13,14 @@ from . import logs
 from .bytecode import is_rewritten, splice_prologue
 from .bytecode.compat import CO_GENERATOR_LIKE
 from .dispatch import MISS, Dispatcher, Options
+from .slot import slot_of
 
-# one rewritten code object (and so one dispatcher) per (original code, globals, options)
-_REWRITTEN: dict = {}
-_DISPATCHERS: "weakref.WeakKeyDictionary[types.CodeType, Dispatcher]" = weakref.WeakKeyDictionary()
+# one rewritten code object (and so one dispatcher) per (original code, globals, options), as
+# long as a function runs it: the functions that run the code hold its dispatcher, nothing
+# else does, so deleting the function (or its module) frees its code, dispatcher and entries
+# (the dispatcher holds the globals, so their id is not reused while the item lives)
+_REWRITTEN: "weakref.WeakValueDictionary[tuple, types.CodeType]" = weakref.WeakValueDictionary()
+OWNER = "__rewrite_dispatcher__"  # the attribute of a jitted function that holds its dispatcher
 DISABLED: "weakref.WeakSet" = weakref.WeakSet()  # functions that always run eagerly
 ALLOWED: "weakref.WeakSet" = weakref.WeakSet()  # functions recorded as one graph node
 
@@ -59,15 +63,16 @@ def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None 
         return fn  # generators and coroutines run as they are
     key = (code, id(target.__globals__), options)
     new = _REWRITTEN.get(key)
-    if new is None:
+    dispatcher = slot_of(new).owner() if new is not None else None
+    if dispatcher is None or dispatcher.globals is not target.__globals__:
         dispatcher = Dispatcher(code, target.__globals__, options, target.__qualname__)
         new = splice_prologue(code, dispatcher.slot, MISS)
         _REWRITTEN[key] = new
-        _DISPATCHERS[new] = dispatcher
         if logs.enabled("bytecode"):
             logs.get("bytecode").debug("ORIGINAL BYTECODE %s\n%s\nMODIFIED BYTECODE %s\n%s",
                                        target.__qualname__, _dis(code), target.__qualname__, _dis(new))
     target.__code__ = new
+    target.__dict__[OWNER] = dispatcher  # the function owns its compiled code (see rewrite.slot.Slot)
     return fn
 
 
@@ -116,10 +121,12 @@ disable(graph_break)
 def dispatcher_of(fn) -> Dispatcher:
     """The dispatcher behind a jitted function (its cache entries, guards and graphs)."""
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
-    try:
-        return _DISPATCHERS[target.__code__]
-    except (KeyError, AttributeError, TypeError):
-        raise ValueError(f"{fn!r} is not a jitted function") from None
+    code = getattr(target, "__code__", None)
+    slot = slot_of(code) if isinstance(code, types.CodeType) and is_rewritten(code) else None
+    owner = slot.owner() if slot is not None and slot.owner is not None else None
+    if not isinstance(owner, Dispatcher):
+        raise ValueError(f"{fn!r} is not a jitted function")
+    return owner
 
 
 def _dis(code) -> str:

@@ -31,6 +31,7 @@ generators, or with a stack the entry cannot rebuild make the whole call run eag
 from __future__ import annotations
 
 import types
+import weakref
 
 import torch
 
@@ -57,14 +58,18 @@ STEPS = {
 # the one step written as source: a free variable's cell is the tiny function's to reach
 STORE_DEREF = lambda inst, s: [f"{param_name(inst.argval)}.cell_contents = {s[0]}"]  # noqa: E731
 
-_RESUMES: dict = {}  # (code, globals, offset, slots, locals, options) -> jitted resume code
-_AT_LINE: dict = {}  # (code, offset, what, id(globals)) -> at_user_line(...)
+# made once per key while the entries that call them live (each holds its globals, so the
+# id in a key is not reused while its item is there)
+_RESUMES: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()  # (code, id(globals), offset,
+# slots, locals, options) -> jitted resume function
+_AT_LINE: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()  # (code, offset, what, id(globals))
+# -> at_user_line(...)
 
 
 def _at_line(consts, code, offset: int, what: str, n_in: int = 0, n_out: int = 1, globals_=None) -> str:
     key = (code, offset, what, id(globals_))
     fn = _AT_LINE.get(key)
-    if fn is None:
+    if fn is None or (globals_ is not None and fn.__globals__ is not globals_):
         fn = _AT_LINE[key] = at_user_line(code, offset, what, n_in, n_out, globals_)
     consts[f"___{what}_at_line"] = fn
     return f"___{what}_at_line"
@@ -233,7 +238,7 @@ class Break:
         # code objects compare by value: the same source run in two modules must not share globals
         key = (code, id(dispatcher.globals), offset, slots, self.local_names, dispatcher.options)
         fn = _RESUMES.get(key)
-        if fn is None:
+        if fn is None or fn.__globals__ is not dispatcher.globals:
             line = _line_of(tracer.root, offset)
             name = f"resume_in_{code.co_name}_at_{line}"
             new = resume_code(code, offset, slots, self.local_names, name)

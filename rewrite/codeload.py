@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import warnings
+import weakref
 
 from . import config
 
@@ -121,6 +122,7 @@ def write(kind: str, name: str, source: str) -> str:
         if os.path.exists(path):
             os.utime(path, follow_symlinks=False)
             return path
+        _count_write()
         fd, tmp = tempfile.mkstemp(dir=_subdir(kind), prefix=".", suffix=".tmp")  # O_EXCL, 0600
         try:
             with os.fdopen(fd, "w") as f:
@@ -137,12 +139,49 @@ def write(kind: str, name: str, source: str) -> str:
     return path
 
 
+_writes = 0
+
+
+def _count_write() -> None:
+    """A long-lived process that keeps compiling new code trims as it goes (every 2,000 files)."""
+    global _writes
+    _writes += 1
+    if _writes % 2000 == 0:
+        trim(cache_dir(), config.cache_max_bytes)
+
+
 def load(kind: str, name: str, source: str, namespace: dict) -> dict:
-    """Exec `source` in `namespace` (filled in place and returned) with a real file name."""
+    """Exec `source` in `namespace` (filled in place and returned) with a real file name.
+    Its `linecache` entry lives as long as a function defined in it: then it goes."""
     path = write(kind, name, source)
+    code = compile(source, path, "exec")
+    _LIVE[path] = _LIVE.get(path, 0) + _watch(code, path)
     linecache.cache[path] = (len(source), None, source.splitlines(True), path)
-    exec(compile(source, path, "exec"), namespace)
+    exec(code, namespace)
     return namespace
+
+
+_LIVE: dict[str, int] = {}  # path -> code objects of it still alive
+
+
+def _watch(code, path: str) -> int:
+    """Finalizers on the functions' code objects defined in `code` (recursively): when the
+    last one is freed, the file's linecache entry is dropped. How many were watched."""
+    n = 0
+    for const in code.co_consts:
+        if isinstance(const, type(code)):
+            weakref.finalize(const, _dead, path)
+            n += 1 + _watch(const, path)
+    return n
+
+
+def _dead(path: str) -> None:
+    left = _LIVE.get(path, 1) - 1
+    if left > 0:
+        _LIVE[path] = left
+        return
+    _LIVE.pop(path, None)
+    linecache.cache.pop(path, None)
 
 
 def trim(root: str, max_bytes: int) -> int:

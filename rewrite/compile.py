@@ -249,6 +249,16 @@ class GraphFailure:
         return miss
 
 
+def _check_effects_survive(tracer) -> None:
+    """Side effects are replayed after the graph. If the graph may raise part-way (an op whose
+    values can make it raise) and cannot run again, eager's effects before the raise would be
+    lost: then the whole call runs eagerly."""
+    if tracer.side_effects and not rerunnable(tracer.graph) and \
+            any(n.meta.get("may_raise") for n in tracer.graph.graph.nodes):
+        raise WholeCallEager("side effects after graph ops that may raise on their values, in a graph that "
+                             "writes into inputs, draws random numbers or switches modes")
+
+
 def _on_graph_error(cap: Capture, consts: Consts, failure: GraphFailure | None) -> list[str] | None:
     """If running the graph raises (a data-dependent error: an index out of range, an integer
     division by zero), the entry runs the call eagerly (see GraphFailure). Only for
@@ -334,6 +344,7 @@ def compile_entry(dispatcher, args) -> Entry:
     try:
         cap = capture(code, globals_, params, args, DynamicPolicy(dispatcher.options.dynamic, dispatcher.frame_state))
         _check_rerunnable(cap.tracer)
+        _check_effects_survive(cap.tracer)
         plan_outputs(cap)
     except Unsupported as e:
         if dispatcher.options.fullgraph:
@@ -370,6 +381,7 @@ def _break_entry(dispatcher, tracer, brk, name: str, start: float) -> Entry | No
     brk.end_graph(tracer.graph)
     try:
         _check_rerunnable(tracer)
+        _check_effects_survive(tracer)
         cap = Capture(tracer, brk.values(tracer))
         plan_outputs(cap)
     except Unsupported:

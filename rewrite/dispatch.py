@@ -36,7 +36,7 @@ import torch
 
 from . import codeload, config, logs
 from .bytecode.splice import prologue_names
-from .slot import MISS, NEXT, Options, Slot, _next  # noqa: F401  (torch-free: the import hook uses them)
+from .slot import MISS, NEXT, Options, Slot, _next, orphan  # noqa: F401  (torch-free: the import hook uses them)
 
 if TYPE_CHECKING:
     from .compile import Entry
@@ -63,8 +63,10 @@ class Dispatcher:
         self.compiles = 0
         self.frame_state: dict = {}  # (source, kind) -> sizes or int seen by the first compile (None: dynamic since)
         self.slot = slot if slot is not None else Slot()
-        self.slot.entry, self.slot.call = _next, self.miss
-        self.slot.name = qualname
+        self.slot.entry, self.slot.call = _next, _weak_miss(weakref.ref(self))
+        self.slot.name, self.slot.owner = qualname, weakref.ref(self)
+        self._published: list = []  # what slot.entry proxies to, now and before (the slot holds it weakly)
+        weakref.finalize(self, orphan, self.slot)
         self.recompile_limit: int | None = None  # None: config.recompile_limit
         self.on_limit = None  # called instead of warning when the limit is hit (the import hook)
         self._busy = False  # compiling now (read and written under COMPILE_LOCK only)
@@ -164,12 +166,9 @@ class Dispatcher:
     def _publish(self) -> None:
         """Point the prologue at the entries as they are now: one store, of one function."""
         entries = self.entries
-        if not entries:
-            self.slot.entry = _next
-        elif len(entries) == 1:
-            self.slot.entry = entries[0].fn
-        else:
-            self.slot.entry = self._dispatch(entries)
+        hit = _next if not entries else entries[0].fn if len(entries) == 1 else self._dispatch(entries)
+        self._published.append(hit)  # every one stays: a thread may be about to call an older one
+        self.slot.entry = hit if hit is _next else weakref.proxy(hit)
 
     def _dispatch(self, entries) -> object:
         """Generate the dispatch over `entries` (see the module's docstring)."""
@@ -221,7 +220,16 @@ class Dispatcher:
         self.compiles = 0
         self.frame_state.clear()
         self._warned_limit = False
-        self.slot.entry, self.slot.call = _next, self.miss
+        self.slot.entry = _next
+        self._published.clear()  # (what rewrite made for it goes now: reset() while other threads call is racy)
+
+
+def _weak_miss(ref):
+    """slot.call: the dispatcher's miss path, through a weak reference (see Slot)."""
+    def call(*args):
+        d = ref()
+        return MISS if d is None else d.miss(*args)
+    return call
 
 
 def _eager_in_place_of(entry):

@@ -27,11 +27,18 @@ NEXT = _Next()  # "no cache entry's guards hold": the prologue calls slot.call (
 
 class Slot:
     """The prologue's constant: `entry` (guards inlined: the result, MISS or NEXT) and `call`
-    (the miss path). Each is rebound as a whole: a thread calling reads one or the other."""
-    __slots__ = ("entry", "call", "name", "off", "__weakref__")
+    (the miss path). Each is rebound as a whole: a thread calling reads one or the other.
+
+    Code objects are invisible to the cycle collector, so nothing a code object holds may
+    hold, strongly, what holds the code (the function, its globals): a slot reaches its
+    dispatcher (`owner`) and the entries only through weak references. The functions that
+    run the code own the dispatcher (`fn.__dict__`); when it goes, the slot runs the
+    original bytecode."""
+    __slots__ = ("entry", "call", "name", "off", "owner", "__weakref__")
 
     def __init__(self):
         self.entry = _next
+        self.owner = None  # a weak reference to the Dispatcher
         self.off = False  # the import hook's bypass (rewrite/bytecode/fastsplice.py): run the original
 
     def __repr__(self):
@@ -42,8 +49,25 @@ def _next(*args):
     return NEXT
 
 
+def _miss(*args):
+    return MISS
+
+
+def orphan(slot: Slot) -> None:
+    """The slot's dispatcher is gone: its prologue runs the original bytecode."""
+    slot.entry, slot.call = _next, _miss
+
+
 @dataclass(frozen=True)
 class Options:
     backend: object = None  # a name, a callable, or None for the device default
     fullgraph: bool = False
     dynamic: bool | None = None
+
+
+def slot_of(code) -> Slot | None:
+    """The slot a rewritten code object's prologue calls (one of its constants)."""
+    for const in reversed(code.co_consts):
+        if isinstance(const, Slot):
+            return const
+    return None

@@ -383,3 +383,16 @@ def test_a_data_dependent_error_keeps_the_entry(capfd):
     (entry,) = rewrite.dispatcher_of(compiled).entries
     assert entry.reason is None and entry.graph_module is not None
     assert capfd.readouterr().err == ""  # the check of the captured graph prints nothing
+
+
+# -- fuzz findings of this issue's runs (fuzz/FINDINGS.md) ----------------------------------------
+
+def test_side_effects_before_a_raise_in_a_graph_that_writes_into_inputs():
+    """seed 1604 --focus classes: `obj.seen = ...` is replayed after the graph; the graph
+    wrote into an input and then raised (an integer division by zero): eager had already set
+    it. Such a call now runs eagerly as a whole."""
+    def f(x, obj, d):
+        obj.seen = x.shape
+        obj.w.add_(x.sum())
+        return x // d
+    same_calls(f, lambda c: (torch.arange(3), obj(w=torch.zeros(1)), torch.tensor([1, 0, 2][c])))

@@ -107,7 +107,6 @@ class Lazy:
             from .. import api  # imports torch (and the compiler): only once a function touches it
             d = self.dispatcher = api.Dispatcher(self.original, globals_, self.options, self.original.co_qualname,
                                                  slot=self.slot)
-            api._DISPATCHERS[self.spliced] = d
             d.recompile_limit, d.on_limit = RECOMPILE_LIMIT, lambda: self._unstable(globals_)
             result = d.miss(*args)
             if d.entries and all(e.graph_module is None and e.graph_break is None for e in d.entries):

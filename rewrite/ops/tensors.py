@@ -290,6 +290,34 @@ def call_function(frame, fn, args, kwargs) -> Var:
     return _record(frame, "call_function", fn, tuple(args), kwargs, getattr(fn, "__name__", str(fn)))
 
 
+# ops whose values (not sizes or dtypes, which guards pin) can make them raise: an index out
+# of range, an integer division by zero, a class id out of range
+VALUE_ERRORS = {
+    "floor_divide", "remainder", "fmod", "div", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__",
+    "__ifloordiv__", "__imod__", "floordiv", "mod", "ifloordiv", "imod", "index_select", "gather", "take",
+    "take_along_dim", "embedding", "scatter", "scatter_", "scatter_add", "scatter_add_", "scatter_reduce",
+    "scatter_reduce_", "index_add", "index_add_", "index_copy", "index_copy_", "index_put", "index_put_",
+    "index_fill", "index_fill_", "one_hot", "nll_loss", "cross_entropy", "multinomial", "bincount",
+    "repeat_interleave", "getitem", "setitem", "__getitem__", "__setitem__",
+}
+INTEGER_ONLY = {"floor_divide", "remainder", "fmod", "div", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__",
+                "__ifloordiv__", "__imod__", "floordiv", "mod", "ifloordiv", "imod"}  # floats give inf/nan
+INDEXING = {"getitem", "setitem", "__getitem__", "__setitem__"}  # only with a tensor among the indices
+
+
+def _may_raise_on_values(node, target, name, args, kwargs) -> bool:
+    """Whether the op could raise on other values of the same sizes and dtypes."""
+    name = name if isinstance(name, str) else getattr(target, "__name__", "")
+    if name not in VALUE_ERRORS:
+        return False
+    if name in INTEGER_ONLY:
+        return any(not t.value.dtype.is_floating_point and not t.value.dtype.is_complex
+                   for t in _tensors(args, kwargs))
+    if name in INDEXING:
+        return any(isinstance(t, TensorVar) for t in _tensors(args[1:2], {}))
+    return True
+
+
 def _record(frame, kind, target, args, kwargs, name) -> Var:
     graph = frame.tracer.graph
     in_try = frame.in_try()
@@ -298,6 +326,8 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
     if in_try and frame.tracer.open_contexts:
         raise Unsupported(f"{name} inside try/except and inside {frame.tracer.open_contexts[-1].kind}")
     node, result = graph.call(kind, target, tuple(args), dict(kwargs))
+    if _may_raise_on_values(node, target, name, args, kwargs):
+        node.meta["may_raise"] = True
     if in_try:
         # an op may fail on later data where eager's `except` would see it: the entry runs the
         # whole call eagerly if the graph raises -- so nothing before may have changed anything
