@@ -298,21 +298,27 @@ def run_program(program, dims1: dict, dims2: dict, backend="python", seed: int =
             except Divergence as d:
                 raise Divergence(f"{d}\n\n{reproducer(program, calls, backend)}") from None
     finally:
-        entries = rewrite.dispatcher_of(compiled).entries
-        STATS.graphs += sum(e.reason is None and e.graph_module is not None for e in entries)
-        STATS.fallbacks += sum(e.reason is not None for e in entries)
-        if any(e.reason is not None for e in entries):
-            STATS.eager += 1
-        elif any(e.graph_break is not None for e in entries):
-            STATS.broke += 1
-        elif entries:
-            STATS.one_graph += 1
-        else:
-            STATS.uncached += 1
-        for e in entries:
-            why = e.reason or e.graph_break
-            if why is not None:
-                STATS.reasons[("eager: " if e.reason else "break: ") + why.splitlines()[0][:90]] += 1
+        count_entries(compiled)
+
+
+def count_entries(compiled) -> None:
+    """Add what the compiled function's cache holds to STATS (graphs, fallbacks, breaks)."""
+    entries = rewrite.dispatcher_of(compiled).entries
+    STATS.graphs += sum(e.reason is None and e.graph_module is not None for e in entries)
+    STATS.fallbacks += sum(e.reason is not None for e in entries)
+    if any(e.reason is not None for e in entries):
+        STATS.eager += 1
+    elif any(e.graph_break is not None for e in entries):
+        STATS.broke += 1
+    elif entries:
+        STATS.one_graph += 1
+    else:
+        STATS.uncached += 1
+    for e in entries:
+        why = e.reason or e.graph_break
+        if why is not None:
+            STATS.reasons[("eager: " if e.reason else "break: ") + why.splitlines()[0][:90]] += 1
+
 
 
 def reproducer(program, calls, backend) -> str:

@@ -26,7 +26,7 @@ import torch
 import rewrite
 
 from .inputs import TensorSpec, make_args
-from .oracle import STATS, Divergence, compare, compare_exceptions
+from .oracle import STATS, Divergence, compare, compare_exceptions, count_entries
 
 RANDOM = ("rand", "dropout", "bernoulli", "normal", "multinomial", "seed")
 
@@ -111,6 +111,7 @@ def run_threads(program, dim_sets: list[dict], threads: int = 8, calls: int = 10
         sys.setswitchinterval(old)
     STATS.programs += 1
     STATS.calls += per_thread * threads
+    count_entries(compiled)
     if failures:
         raise Divergence(f"{failures[0]}\n\nprogram:\n{program.source()}")
     return per_thread * threads

@@ -177,7 +177,8 @@ class Dispatcher:
         names = [f"___e{i}" for i in range(len(entries))]
         lines = []
         if keys:
-            lines += ["try:", f"    ___e = ___table.get(({''.join(k + ', ' for k in keys)}))",
+            key = keys[0] if len(keys) == 1 else f"({''.join(k + ', ' for k in keys)})"
+            lines += ["try:", f"    ___e = ___table.get({key})",
                       "except Exception:", "    ___e = None", "if ___e is not None:", f"    ___r = ___e({args})",
                       "    if ___r is not ___NEXT:", "        return ___r"]
         for name in names:
@@ -284,7 +285,8 @@ def dispatch_key(entries, most: int = 4) -> tuple[list[str], dict]:
     table: dict = {}
     if chosen:
         for e, f in zip(entries, facts):
-            table.setdefault(tuple(f[x][1] for x in chosen), e.fn)
+            key = tuple(f[x][1] for x in chosen)
+            table.setdefault(key[0] if len(chosen) == 1 else key, e.fn)  # (one fact: no tuple to build)
     return chosen, table
 
 
