@@ -32,8 +32,6 @@ import warnings
 import weakref
 from typing import TYPE_CHECKING
 
-import torch
-
 from . import codeload, config, logs
 from .bytecode.splice import prologue_names
 from .slot import MISS, NEXT, Options, Slot, _next, orphan  # noqa: F401  (torch-free: the import hook uses them)
@@ -99,26 +97,21 @@ class Dispatcher:
         if len(self.entries) >= limit or self.compiles >= config.accumulated_recompile_limit:
             self._limit_hit(args)
             return None
-        rng = _rng_state()
         self._busy = True
         try:
             from .compile import compile_entry  # (rewrite.compile -> breaks -> api -> this module)
             entry = compile_entry(self, args)
         except Unsupported:  # only with fullgraph=True; otherwise it becomes a fallback entry
-            _set_rng_state(rng)
             raise
         except BackendCompilerFailed as e:
-            _set_rng_state(rng)
             if not config.suppress_errors:
                 raise
             warnings.warn(f"rewrite: {e}; running {self.qualname} eagerly", RuntimeWarning, stacklevel=3)
             return None
         except UserError:
             # the user's own code raised while tracing: eager raises it, from the user's line
-            _set_rng_state(rng)
             return None
         except Exception as e:
-            _set_rng_state(rng)
             if not config.suppress_errors:
                 raise InternalError(f"rewrite failed to compile {self.qualname}: {type(e).__name__}: {e}") from e
             warnings.warn(f"rewrite: internal error compiling {self.qualname} ({type(e).__name__}: {e}); "
@@ -126,7 +119,6 @@ class Dispatcher:
             return None
         finally:
             self._busy = False
-        _set_rng_state(rng)
         self.compiles += 1
         if entry.reason is not None and logs.enabled("graph_breaks"):
             logs.get("graph_breaks").debug("%s runs eagerly: %s", self.qualname, entry.reason)
@@ -293,17 +285,3 @@ def dispatch_key(entries, most: int = 4) -> tuple[list[str], dict]:
 def reset_all() -> None:
     for d in list(_ALL):
         d.reset()
-
-
-def _rng_state():
-    state = torch.random.get_rng_state()
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    return state, cuda
-
-
-def _set_rng_state(saved) -> None:
-    state, cuda = saved
-    torch.random.set_rng_state(state)
-    if cuda is not None:
-        torch.cuda.set_rng_state_all(cuda)
-

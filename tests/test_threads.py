@@ -163,3 +163,34 @@ def test_publishing_a_new_entry_is_one_store(switch_often):
     for t in pool:
         t.join()
     assert not errors, errors[:3]
+
+
+def test_a_compile_leaves_the_random_generator_to_other_threads():
+    """The trace draws from its own copy of the generator: a draw another thread makes while a
+    compile runs is not rewound, and the compiled call then draws what eager draws."""
+    started, release = threading.Event(), threading.Event()
+
+    def slow(gm, example_inputs):
+        started.set()
+        release.wait(10)
+        return gm.forward
+
+    def f(x):
+        return x + torch.rand(3) + torch.randn(3) + torch.randint(0, 9, (3,)) + torch.rand_like(x).bernoulli()
+    eager = eager_copy(f)
+    torch.manual_seed(0)
+    other = torch.rand(1000)
+    want = eager(torch.ones(3))
+    want_state = torch.random.get_rng_state()
+
+    torch.manual_seed(0)
+    compiled = jit(f, backend=slow)
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("f", compiled(torch.ones(3))))
+    t.start()
+    assert started.wait(10)
+    assert_same(torch.rand(1000), other)  # drawn while the other thread compiles
+    release.set()
+    t.join()
+    assert_same(result["f"], want)
+    assert torch.equal(torch.random.get_rng_state(), want_state)

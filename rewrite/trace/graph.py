@@ -240,11 +240,13 @@ class _InputWriteCheck(TorchDispatchMode):
         self.ids = ids  # the input tensors themselves: in-place metadata changes (x.unsqueeze_)
         self.seeded = False
         self.wrote = False
+        self.generators: dict = {}  # device -> the trace's own copy of its default generator
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if torch.Tag.nondeterministic_seeded in func.tags:
-            self.seeded = True  # a random op: it draws from the generator
+        seeded = torch.Tag.nondeterministic_seeded in func.tags
+        if seeded:
+            self.seeded = True  # a random op: the compiled code draws from the generator
         for i, arg in enumerate(func._schema.arguments):
             if arg.alias_info is None or not arg.alias_info.is_write:
                 continue
@@ -254,7 +256,78 @@ class _InputWriteCheck(TorchDispatchMode):
                     self.wrote = True
                     if id(t) in self.ids or _storage(t) in self.storages:
                         raise InputWrite(str(func))
+        if seeded:
+            return self._draw_privately(func, args, kwargs)
         return func(*args, **kwargs)
+
+    def _draw_privately(self, func, args, kwargs):
+        """Run a random op on the trace's own copy of the default generator: the trace leaves
+        the real one alone (other threads draw from it meanwhile, and the compiled code draws
+        what eager draws)."""
+        device = next((a.device for a in _flat(args, kwargs) if isinstance(a, torch.Tensor)), None)
+        device = torch.device(device or kwargs.get("device") or "cpu")
+        default = _default_generator(device)
+        if default is None:
+            return func(*args, **kwargs)
+        names = [a.name for a in func._schema.arguments]
+        if "generator" in names:
+            at = names.index("generator")
+            if at < len(args):
+                if args[at] is None:
+                    args = (*args[:at], self._private(device, default), *args[at + 1:])
+            elif kwargs.get("generator") is None:
+                kwargs = {**kwargs, "generator": self._private(device, default)}
+            return func(*args, **kwargs)
+        with_generator = _generator_overload(func)
+        if with_generator is not None:
+            return with_generator(*args, **kwargs, generator=self._private(device, default))
+        state = default.get_state()  # an op that takes no generator (native_dropout, RNN kernels)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            default.set_state(state)
+
+    def _private(self, device, default):
+        g = self.generators.get(device)
+        if g is None:
+            g = self.generators[device] = torch.Generator(device=device)
+            g.set_state(default.get_state())
+        return g
+
+
+def _default_generator(device: torch.device):
+    if device.type == "cpu":
+        return torch.default_generator
+    if device.type == "cuda" and torch.cuda.is_initialized():
+        return torch.cuda.default_generators[device.index if device.index is not None else torch.cuda.current_device()]
+    return None
+
+
+_GENERATOR_OVERLOADS: dict = {}
+
+
+def _generator_overload(func):
+    """The overload of the same op that takes a generator, with the same other arguments."""
+    if func not in _GENERATOR_OVERLOADS:
+        names = [a.name for a in func._schema.arguments]
+        found = None
+        packet = func.overloadpacket
+        for name in packet.overloads():
+            other = getattr(packet, name)
+            others = [a.name for a in other._schema.arguments]
+            if "generator" in others and [n for n in others if n != "generator"] == names:
+                found = other
+                break
+        _GENERATOR_OVERLOADS[func] = found
+    return _GENERATOR_OVERLOADS[func]
+
+
+def _flat(args, kwargs):
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, (list, tuple)):
+            yield from a
+        else:
+            yield a
 
 
 def _real(obj):
