@@ -191,14 +191,15 @@ class Dispatcher:
     def disable_entry(self, entry, why: str) -> None:
         """Stop running an entry's compiled code (it raised where eager does not): warn once,
         and let the entry run its calls eagerly, guarded as before."""
-        if entry not in self.entries or entry.reason is not None:
-            return
-        entry.reason = why
-        entry.fn = _eager_in_place_of(entry)
+        with COMPILE_LOCK:  # (a compile publishing meanwhile would put the old function back)
+            if entry not in self.entries or entry.reason is not None:
+                return
+            entry.reason = why
+            entry.fn = _eager_in_place_of(entry)
+            self._publish()
         warnings.warn_explicit(f"rewrite: {self.qualname}: {why}; that cache entry runs its calls eagerly from now "
                                "on", RuntimeWarning, self.code.co_filename, self.code.co_firstlineno,
                                module=self.globals.get("__name__"))
-        self._publish()
 
     # -- choosing a backend --------------------------------------------------------------------
     def backend_for(self, cap):
