@@ -96,13 +96,19 @@ def test_two_functions_compiling_at_once_in_two_threads(switch_often):
     assert not errors, errors[:3]
 
 
-def test_a_call_that_finds_another_thread_compiling_runs_eagerly():
+def blocking_backend():
+    """A backend that signals `started` when it compiles and waits for `release`."""
     started, release = threading.Event(), threading.Event()
 
     def slow(gm, example_inputs):
         started.set()
         release.wait(10)
         return gm.forward
+    return slow, started, release
+
+
+def test_a_call_that_finds_another_thread_compiling_runs_eagerly():
+    slow, started, release = blocking_backend()
 
     def f(x):
         return x.relu() + 1
@@ -168,12 +174,7 @@ def test_publishing_a_new_entry_is_one_store(switch_often):
 def test_a_compile_leaves_the_random_generator_to_other_threads():
     """The trace draws from its own copy of the generator: a draw another thread makes while a
     compile runs is not rewound, and the compiled call then draws what eager draws."""
-    started, release = threading.Event(), threading.Event()
-
-    def slow(gm, example_inputs):
-        started.set()
-        release.wait(10)
-        return gm.forward
+    slow, started, release = blocking_backend()
 
     def f(x):
         return x + torch.rand(3) + torch.randn(3) + torch.randint(0, 9, (3,)) + torch.rand_like(x).bernoulli()
