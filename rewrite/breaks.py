@@ -38,13 +38,12 @@ import torch
 from . import api, logs
 from .bytecode.resume import at_user_line, resume_code
 from .errors import Unsupported, WholeCallEager
+from .ops.builtins import FRAME_READER_NAMES
 from .guards.source import param_name
 from .trace.values import NULL, ConstVar, ContextExitVar, GradModeVar, IteratorVar, TupleVar, mutations
 
 JUMPS = {"POP_JUMP_FORWARD_IF_TRUE": True, "POP_JUMP_BACKWARD_IF_TRUE": True,
          "POP_JUMP_FORWARD_IF_FALSE": False, "POP_JUMP_BACKWARD_IF_FALSE": False}
-# names of the builtins that read their caller's frame (ops/builtins.py FRAME_READERS)
-FRAME_READER_NAMES = {"locals", "vars", "dir", "eval", "exec", "breakpoint", "_getframe", "currentframe"}
 
 # opname -> (values it pops, values it pushes): an instruction the entry runs eagerly as it
 # is, at the user's line (`at_user_line(..., "step")`), so an error it raises is eager's.

@@ -208,6 +208,13 @@ def rerunnable(graph) -> bool:
                                               for n in graph.graph.nodes)
 
 
+def check_eager_parity(tracer) -> None:
+    """Raise WholeCallEager when an error the graph may raise at run time could not be given
+    as eager gives it (see the two checks)."""
+    _check_rerunnable(tracer)
+    _check_effects_survive(tracer)
+
+
 def _check_rerunnable(tracer) -> None:
     """Graph ops that an `except` or a context manager's `__exit__` covers may raise at run
     time where eager's handler would see it: the entry then runs the call again eagerly,
@@ -343,8 +350,7 @@ def compile_entry(dispatcher, args) -> Entry:
     name = f"{dispatcher.qualname.rpartition('.')[2]}_{dispatcher.compiles}"
     try:
         cap = capture(code, globals_, params, args, DynamicPolicy(dispatcher.options.dynamic, dispatcher.frame_state))
-        _check_rerunnable(cap.tracer)
-        _check_effects_survive(cap.tracer)
+        check_eager_parity(cap.tracer)
         plan_outputs(cap)
     except Unsupported as e:
         if dispatcher.options.fullgraph:
@@ -380,8 +386,7 @@ def _break_entry(dispatcher, tracer, brk, name: str, start: float) -> Entry | No
     tracer.graph.rollback(brk.cp.graph_mark)
     brk.end_graph(tracer.graph)
     try:
-        _check_rerunnable(tracer)
-        _check_effects_survive(tracer)
+        check_eager_parity(tracer)
         cap = Capture(tracer, brk.values(tracer))
         plan_outputs(cap)
     except Unsupported:

@@ -81,19 +81,22 @@ class GuardFunction:
         return out
 
 
-def _batched_tensor_checks(tensors: list[TensorMatch], guards: GuardSet, consts: Consts) -> list[str] | None:
-    """All tensor guards as one call of torch's C++ tensor checker, after a type check each.
-
-    Returns None (use the per-attribute Python checks) when the checker is unavailable.
-    """
+def _tensor_checker(tensors: list[TensorMatch], guards: GuardSet):
+    """torch's C++ checker of all the tensor guards at once, or None (the per-attribute Python
+    checks are used) when it is unavailable."""
     if _TensorGuards is None or not tensors or any(g not in guards.examples for g in tensors):
         return None
     try:
-        checker = _TensorGuards(*(guards.examples[g] for g in tensors),
-                                dynamic_dims_sizes=[list(g.shape) for g in tensors],
-                                dynamic_dims_strides=[list(g.stride) for g in tensors])
+        return _TensorGuards(*(guards.examples[g] for g in tensors),
+                             dynamic_dims_sizes=[list(g.shape) for g in tensors],
+                             dynamic_dims_strides=[list(g.stride) for g in tensors])
     except Exception:
         return None
+
+
+def _batched_tensor_checks(tensors: list[TensorMatch], checker, consts: Consts) -> list[str]:
+    """All tensor guards as one call of `checker`, after a type check each (the checker must
+    not see anything but a tensor)."""
     consts.values["___check_tensors"] = checker.check
     out = [f"type({g.source.expr()}) is {consts.ref(g.type)}" for g in tensors]
     args = ", ".join(g.source.expr() for g in tensors)
@@ -182,8 +185,9 @@ def render_guards(guards: GuardSet, name: str, consts: Consts | None = None) -> 
     for g in ordered:
         if not isinstance(g, TensorMatch):
             emit(lambda g=g: g.checks(consts))
-    if _batched_tensor_checks(tensors, guards, Consts()) is not None:  # (rendered again inside emit: shared names)
-        emit(lambda: _batched_tensor_checks(tensors, guards, consts))
+    checker = _tensor_checker(tensors, guards)
+    if checker is not None:
+        emit(lambda: _batched_tensor_checks(tensors, checker, consts))
     else:
         for g in tensors:
             emit(lambda g=g: g.checks(consts))

@@ -36,6 +36,7 @@ def rule(*fns):
 # the call of that helper runs eagerly at the break, in a real frame. `vars` and `dir` only
 # without arguments (breaks.py keeps functions that name any of these from breaking at all).
 FRAME_READERS = {locals, eval, exec, breakpoint, sys._getframe, inspect.currentframe}
+FRAME_READER_NAMES = {fn.__name__ for fn in FRAME_READERS} | {"vars", "dir"}  # as code names them
 
 
 

@@ -292,17 +292,15 @@ def call_function(frame, fn, args, kwargs) -> Var:
 
 # ops whose values (not sizes or dtypes, which guards pin) can make them raise: an index out
 # of range, an integer division by zero, a class id out of range
-VALUE_ERRORS = {
-    "floor_divide", "remainder", "fmod", "div", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__",
-    "__ifloordiv__", "__imod__", "floordiv", "mod", "ifloordiv", "imod", "index_select", "gather", "take",
-    "take_along_dim", "embedding", "scatter", "scatter_", "scatter_add", "scatter_add_", "scatter_reduce",
-    "scatter_reduce_", "index_add", "index_add_", "index_copy", "index_copy_", "index_put", "index_put_",
-    "index_fill", "index_fill_", "one_hot", "nll_loss", "cross_entropy", "multinomial", "bincount",
-    "repeat_interleave", "getitem", "setitem", "__getitem__", "__setitem__",
-}
 INTEGER_ONLY = {"floor_divide", "remainder", "fmod", "div", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__",
                 "__ifloordiv__", "__imod__", "floordiv", "mod", "ifloordiv", "imod"}  # floats give inf/nan
 INDEXING = {"getitem", "setitem", "__getitem__", "__setitem__"}  # only with a tensor among the indices
+VALUE_ERRORS = INTEGER_ONLY | INDEXING | {
+    "index_select", "gather", "take", "take_along_dim", "embedding", "scatter", "scatter_", "scatter_add",
+    "scatter_add_", "scatter_reduce", "scatter_reduce_", "index_add", "index_add_", "index_copy", "index_copy_",
+    "index_put", "index_put_", "index_fill", "index_fill_", "one_hot", "nll_loss", "cross_entropy",
+    "multinomial", "bincount", "repeat_interleave",
+}
 
 
 def _may_raise_on_values(node, target, name, args, kwargs) -> bool:
