@@ -1,13 +1,13 @@
 """The per-code-object cache: entries, dispatch over them, recompile limits, the miss path.
 
 Each entry function starts with its own guards (generated, inlined) and returns NEXT when
-one fails. The prologue calls `slot.entry`: the only entry, or, with several, a generated
+one fails. The prologue calls `slot.ref()`: the only entry, or, with several, a generated
 dispatch that picks the entry by the facts that tell the entries apart (a size, a dtype, a
 Python number's value), then tries them newest first:
 
     def dispatch(x, n):
         try:
-            ___e = ___table.get((x.size(0), n))      # the entry compiled for these facts
+            ___e = ___table.get((x.shape[0], n))     # the entry compiled for these facts
         except Exception:
             ___e = None
         if ___e is not None:
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from . import codeload, config, logs
 from .bytecode.splice import prologue_names
-from .slot import MISS, NEXT, Options, Slot, _next, orphan  # noqa: F401  (torch-free: the import hook uses them)
+from .slot import MISS, NEXT, NEXT_REF, Options, Slot, _next, orphan  # noqa: F401  (torch-free: the import hook uses them)
 
 if TYPE_CHECKING:
     from .compile import Entry
@@ -61,9 +61,9 @@ class Dispatcher:
         self.compiles = 0
         self.frame_state: dict = {}  # (source, kind) -> sizes or int seen by the first compile (None: dynamic since)
         self.slot = slot if slot is not None else Slot()
-        self.slot.entry, self.slot.call = _next, _weak_miss(weakref.ref(self))
+        self.slot.ref, self.slot.call = NEXT_REF, _weak_miss(weakref.ref(self))
         self.slot.name, self.slot.owner = qualname, weakref.ref(self)
-        self._published: list = []  # what slot.entry proxies to, now and before (the slot holds it weakly)
+        self._published: list = []  # what slot.ref refers to, now and before (the slot holds it weakly)
         weakref.finalize(self, orphan, self.slot)
         self.recompile_limit: int | None = None  # None: config.recompile_limit
         self.on_limit = None  # called instead of warning when the limit is hit (the import hook)
@@ -160,7 +160,7 @@ class Dispatcher:
         entries = self.entries
         hit = _next if not entries else entries[0].fn if len(entries) == 1 else self._dispatch(entries)
         self._published.append(hit)  # every one stays: a thread may be about to call an older one
-        self.slot.entry = hit if hit is _next else weakref.proxy(hit)
+        self.slot.ref = weakref.ref(hit)
 
     def _dispatch(self, entries) -> object:
         """Generate the dispatch over `entries` (see the module's docstring)."""
@@ -214,7 +214,7 @@ class Dispatcher:
         self.compiles = 0
         self.frame_state.clear()
         self._warned_limit = False
-        self.slot.entry = _next
+        self.slot.ref = NEXT_REF
         self._published.clear()  # (what rewrite made for it goes now: reset() while other threads call is racy)
 
 
@@ -250,7 +250,7 @@ def _facts(entry) -> dict[str, tuple[int, object]]:
             out[f"{e}.dim()"] = (_COST["dim"], len(g.shape))
             for i, size in enumerate(g.shape):
                 if size is not None:
-                    out[f"{e}.size({i})"] = (_COST["size"], size)
+                    out[f"{e}.shape[{i}]"] = (_COST["size"], size)
         elif isinstance(g, EqualsMatch) and type(g.value) in (int, str, bool, bytes, type(None)):
             out[g.source.expr()] = (_COST["value"], g.value)
         elif isinstance(g, TypeMatch):

@@ -29,7 +29,7 @@ def test_seed_example_compiles_twice_and_the_second_graph_is_symbolic():
     assert d.compiles == 2 and cnt.frame_count == 2
     placeholder = next(n for n in cnt.graphs[1].graph.nodes if n.op == "placeholder")
     assert str(placeholder.meta["sym_shape"][0]) == "s0"
-    assert "x.size(0) >= 2" in d.entries[0].guard.source
+    assert "x.shape[0] >= 2" in d.entries[0].guard.source
 
 
 def test_dynamic_true_false_and_sizes_zero_and_one():
@@ -57,7 +57,7 @@ def test_mark_dynamic_and_mark_static():
     mark_dynamic(x, 0)
     jit(f)
     assert_same(f(x), x.sum(0))
-    assert "x.size(0) >= 2" in dispatcher_of(f).entries[0].guard.source
+    assert "x.shape[0] >= 2" in dispatcher_of(f).entries[0].guard.source
     x6 = torch.randn(6, 3)
     assert_same(f(x6), x6.sum(0))
     assert dispatcher_of(f).compiles == 1

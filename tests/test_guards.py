@@ -56,6 +56,29 @@ def test_tensor_property_change_recompiles(second, reason):
     assert len(dispatcher_of(f).entries) == 2
 
 
+class Sub(torch.Tensor):
+    pass
+
+
+def test_anything_but_the_traced_tensor_type_fails_the_batched_tensor_check():
+    """One call of torch's batched checker guards the tensors: it compares exact types before
+    reading a tensor, so a non-tensor, a subclass or the same tensor passed twice fails it."""
+    def f(x, y):
+        return x * 2 + y
+
+    eager = eager_copy(f)
+    jit(f)
+    a, b = torch.ones(3), torch.arange(3.0)
+    assert_same(f(a, b), eager(a, b))
+    guard = dispatcher_of(f).entries[0].guard
+    for x in (3, 2.5, None, "s", [a], (a,), torch.nn.Parameter(a.clone()), a.as_subclass(Sub), torch.Tensor, object()):
+        assert not guard.fn(x, b) and not guard.fn(b, x)
+    assert not guard.fn(a, a)  # aliased now, distinct while traced
+    assert_same(f(a, a), eager(a, a))
+    assert_same(f(a, 5), eager(a, 5))
+    assert "type(x) is" not in guard.source  # (the checker's own type check is the only one)
+
+
 def test_same_properties_hit_the_cache():
     assert run_all(add_one, (torch.randn(3, 3),), (torch.randn(3, 3),), (torch.zeros(3, 3),)) == 1
 

@@ -5,6 +5,8 @@ import dis
 import sys
 import threading
 import time
+import types
+import weakref
 
 import pytest
 import torch
@@ -136,7 +138,27 @@ def test_the_hit_path_reads_one_attribute_of_the_slot():
         return x + 1
     jit(f)
     names = [i.argval for i in dis.get_instructions(f.__code__) if i.opname == "LOAD_ATTR"]
-    assert names[:2] == ["entry", "call"] and "guard" not in names
+    assert names[:2] == ["ref", "call"] and "guard" not in names
+
+
+def test_a_dead_entry_reference_takes_the_miss_path():
+    """The slot holds its entry weakly; were the reference ever dead (the dispatcher collected
+    while a function sharing the code runs), the prologue reads it as 'no entry', not None()."""
+    def f(x):
+        return x * 3 - 1
+    eager = types.FunctionType(f.__code__, f.__globals__, "f")
+    jit(f)
+    x = torch.arange(4.0)
+    assert_same(f(x), eager(x))
+    slot = rewrite.dispatcher_of(f).slot
+
+    class Gone:
+        pass
+    gone = Gone()
+    slot.ref = weakref.ref(gone)
+    del gone
+    assert slot.ref() is None
+    assert_same(f(x), eager(x))  # NEXT -> the miss path: an entry's guards hold, it runs
 
 
 def test_publishing_a_new_entry_is_one_store(switch_often):

@@ -64,6 +64,10 @@ def branch_unless_same(Instr, label, location):
     return [Instr("IS_OP", 0, location=location), pop_jump_if_false(Instr, label, location)]
 
 
+def pop_jump_if_not_none(Instr, label, location):
+    return Instr("POP_JUMP_FORWARD_IF_NOT_NONE" if PY311 else "POP_JUMP_IF_NOT_NONE", label, location=location)
+
+
 def pop_jump_if_false(Instr, label, location):
     return Instr("POP_JUMP_FORWARD_IF_FALSE" if PY311 else "POP_JUMP_IF_FALSE", label, location=location)
 

@@ -7,7 +7,8 @@ assembled on its own and inserted as bytes after the frame set-up (COPY_FREE_VAR
 MAKE_CELL, RESUME). Nothing in the original bytecode moves relative to itself: jumps are
 relative, so they stay valid; the exception table's absolute offsets are shifted; the
 location table is re-encoded from `co_positions()` with the prologue's units at the `def`
-line; the slot, MISS, NEXT and three attribute names are appended to `co_consts`/`co_names`.
+line; the slot, MISS, NEXT, `_next` and three attribute names are appended to
+`co_consts`/`co_names`.
 
 The result runs exactly the instructions `splice_prologue` produces (tests compare them),
 plus, first, a bypass `if slot.off: <original>` the import hook uses for functions it has
@@ -19,11 +20,11 @@ from __future__ import annotations
 import dis
 import types
 
-from ..slot import NEXT
+from ..slot import NEXT, _next
 from . import compat
 
 OP = dis.opmap
-NAMES = ("off", "entry", "call")
+NAMES = ("off", "ref", "call")
 
 
 _INS: dict[tuple[int, int], bytes] = {}
@@ -78,8 +79,8 @@ def fast_splice(code: types.CodeType, slot, miss, argument_names: tuple) -> type
     """`code` with the dispatcher prologue calling `slot` spliced in, as raw bytes."""
     if not compat.FAST_SPLICE:
         raise NotImplementedError("the raw splice is written for CPython 3.11's bytecode")
-    consts, names = code.co_consts + (slot, miss, NEXT), list(code.co_names)  # all new to this code object
-    k_slot, k_miss, k_next = len(consts) - 3, len(consts) - 2, len(consts) - 1
+    consts, names = code.co_consts + (slot, miss, NEXT, _next), list(code.co_names)  # all new to this code object
+    k_slot, k_miss, k_next, k_next_fn = range(len(consts) - 4, len(consts))
     attr = {n: _name_index(names, n) for n in NAMES}
     fast = _localsplus(code)
     cells = set(code.co_cellvars)
@@ -89,8 +90,13 @@ def fast_splice(code: types.CodeType, slot, miss, argument_names: tuple) -> type
                     for name in argument_names)
     args += b"".join(_ins(op["LOAD_CLOSURE"], fast[name]) for name in code.co_freevars)
     n = len(argument_names) + len(code.co_freevars)
-    calls = {which: _ins(op["PUSH_NULL"]) + _ins(op["LOAD_CONST"], k_slot) + _ins(op["LOAD_ATTR"], attr[which])
-             + args + _ins(op["PRECALL"], n) + _ins(op["CALL"], n) for which in ("entry", "call")}
+    dead = _ins(op["POP_TOP"]) + _ins(op["LOAD_CONST"], k_next_fn)  # a dead slot.ref: _next
+    entry = (_ins(op["PUSH_NULL"]) + _ins(op["LOAD_CONST"], k_slot) + _ins(op["LOAD_ATTR"], attr["ref"])
+             + _ins(op["PRECALL"], 0) + _ins(op["CALL"], 0)
+             + _ins(op["COPY"], 1) + _ins(op["POP_JUMP_FORWARD_IF_NOT_NONE"], len(dead) // 2) + dead)
+    calls = {which: _ins(op["PUSH_NULL"]) + callable_ + args + _ins(op["PRECALL"], n) + _ins(op["CALL"], n)
+             for which, callable_ in (("entry", entry),
+                                      ("call", _ins(op["LOAD_CONST"], k_slot) + _ins(op["LOAD_ATTR"], attr["call"])))}
     # forward jumps count code units from the end of the jump instruction
     check = (_ins(op["COPY"], 1) + _ins(op["LOAD_CONST"], k_miss) + _ins(op["IS_OP"], 0)
              + _ins(op["POP_JUMP_FORWARD_IF_TRUE"], 1) + _ins(op["RETURN_VALUE"]) + _ins(op["POP_TOP"]))

@@ -3,7 +3,10 @@
 The rewritten code is::
 
     <frame set-up: COPY_FREE_VARS, MAKE_CELL ..., RESUME>
-    PUSH_NULL; LOAD_CONST <Slot>; LOAD_ATTR entry    # the slot is a constant, not a global
+    PUSH_NULL
+    PUSH_NULL; LOAD_CONST <Slot>; LOAD_ATTR ref; PRECALL/CALL 0   # the slot is a constant, not a global
+    COPY 1; POP_JUMP_IF_NOT_NONE entry; POP_TOP; LOAD_CONST _next   # (a dead reference: no entry)
+  entry:
     LOAD_FAST    <each argument>  (LOAD_DEREF for arguments that are cells)
     LOAD_CLOSURE <each free variable's cell>
     PRECALL/CALL n
@@ -17,11 +20,12 @@ The rewritten code is::
     POP_TOP
     <the original bytecode, untouched>
 
-`slot.entry` is one function with the guards inlined: the newest cache entry, or the
+`slot.ref()` is one function with the guards inlined: the newest cache entry, or the
 dispatch over all of them. It returns the result, MISS (run the original bytecode) or NEXT
 (no entry's guards hold: `slot.call`, the miss path, compiles). A hit is one attribute load
-and one call, so a thread never pairs one entry's guard with another entry's body; the
-dispatcher publishes a new entry by rebinding that one attribute. Every original
+and one call of what it refers to, so a thread never pairs one entry's guard with another
+entry's body; the dispatcher publishes a new entry by rebinding that one attribute. (The
+reference is weak: see `rewrite.slot.Slot`.) Every original
 instruction keeps its location, so tracebacks, `inspect` and debuggers see the user's
 lines. The code object itself never changes again.
 """
@@ -33,7 +37,7 @@ import weakref
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 from bytecode.instr import InstrLocation
 
-from ..slot import NEXT
+from ..slot import NEXT, _next
 from . import compat
 
 _ORIGINALS: "weakref.WeakKeyDictionary[types.CodeType, types.CodeType]" = weakref.WeakKeyDictionary()
@@ -67,19 +71,21 @@ def splice_prologue(code: types.CodeType, slot, miss) -> types.CodeType:
             loads.append(Instr("LOAD_FAST", name, location=loc))
     for name in code.co_freevars:
         loads.append(compat.load_cell(Instr, FreeVar(name), loc))
-    original, check = Label(), Label()
-
-    def call(attr):
-        callable_ = [Instr("LOAD_CONST", slot, location=loc), compat.load_attr(Instr, attr, loc)]
-        return compat.call_sequence(Instr, callable_, loads, loc)
+    original, check, entry = Label(), Label(), Label()
+    read = [Instr("LOAD_CONST", slot, location=loc), compat.load_attr(Instr, "ref", loc)]
+    the_entry = [*compat.call_sequence(Instr, read, [], loc),  # slot.ref(), or _next if it is dead
+                 Instr("COPY", 1, location=loc), compat.pop_jump_if_not_none(Instr, entry, loc),
+                 Instr("POP_TOP", location=loc), Instr("LOAD_CONST", _next, location=loc), entry]
+    slot_call = [Instr("LOAD_CONST", slot, location=loc), compat.load_attr(Instr, "call", loc)]
 
     prologue = [
-        *call("entry"),  # the newest entry, its guards inlined (or the dispatch over the entries)
+        # the newest entry, its guards inlined (or the dispatch over the entries)
+        *compat.call_sequence(Instr, the_entry, loads, loc),
         Instr("COPY", 1, location=loc),
         Instr("LOAD_CONST", NEXT, location=loc),
         *compat.branch_unless_same(Instr, check, loc),
         Instr("POP_TOP", location=loc),
-        *call("call"),  # no entry's guards hold: the miss path
+        *compat.call_sequence(Instr, slot_call, loads, loc),  # no entry's guards hold: the miss path
         check,
         Instr("COPY", 1, location=loc),
         Instr("LOAD_CONST", miss, location=loc),

@@ -95,12 +95,13 @@ def _tensor_checker(tensors: list[TensorMatch], guards: GuardSet):
 
 
 def _batched_tensor_checks(tensors: list[TensorMatch], checker, consts: Consts) -> list[str]:
-    """All tensor guards as one call of `checker`, after a type check each (the checker must
-    not see anything but a tensor)."""
+    """All tensor guards as one call of `checker`. It compares each argument's exact type
+    with its example's before reading it as a tensor (anything else, a subclass included, is
+    False), and it is False when two arguments are the same object: sources that were
+    aliases while tracing are one TensorMatch (and an `is` check)."""
     consts.values["___check_tensors"] = checker.check
-    out = [f"type({g.source.expr()}) is {consts.ref(g.type)}" for g in tensors]
     args = ", ".join(g.source.expr() for g in tensors)
-    out.append(f"___check_tensors({args})")
+    out = [f"___check_tensors({args})"]
     out += [f"{g.source.expr()}.is_contiguous()" for g in tensors if g.dynamic]  # strides follow the sizes
     out += [f"# {comment(g.describe())}" for g in tensors]
     return out

@@ -304,7 +304,7 @@ class TensorMatch(Guard):
         out = [f"type({e}) is {c.ref(self.type)}", f"{e}.dtype is {c.ref(self.dtype)}"]
         if self.dynamic:
             out.append(f"{e}.dim() == {len(self.shape)}")
-            out += [f"{e}.size({i}) == {s}" for i, s in enumerate(self.shape) if s is not None]
+            out += [f"{e}.shape[{i}] == {s}" for i, s in enumerate(self.shape) if s is not None]
             out.append(f"{e}.is_contiguous()")
         else:
             out.append(f"{e}.shape == {self.shape!r}")
@@ -424,7 +424,7 @@ class StateMatch(Guard):
 @dataclass(frozen=True)
 class ShapeMatch(Guard):
     """A relation between sizes the trace relied on (`s0 > 100`, `s0 == s1`), checked as
-    plain Python over the sizes' sources (`x.size(0) > 100`)."""
+    plain Python over the sizes' sources (`x.shape[0] > 100`)."""
     relation: object  # a sympy relational over the symbols below
     symbols: tuple  # ((symbol, the source of its size), ...)
     source: Source = None

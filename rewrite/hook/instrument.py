@@ -32,7 +32,7 @@ import weakref
 from ..bytecode import compat
 from ..bytecode.fastsplice import fast_splice
 from ..bytecode.splice import _ORIGINALS, argument_names, splice_prologue
-from ..slot import MISS, Options, Slot, _next
+from ..slot import MISS, NEXT_REF, Options, Slot
 
 CO_FUNCTION = 0x1 | 0x2  # CO_OPTIMIZED | CO_NEWLOCALS: a function body (not a module or class body)
 
@@ -90,7 +90,7 @@ class Lazy:
         for _, child in self.children:
             child.parent = self
         slot = self.slot = Slot()
-        slot.entry, slot.call, slot.name = _next, self.first_call, code.co_qualname
+        slot.ref, slot.call, slot.name = NEXT_REF, self.first_call, code.co_qualname
         try:
             self.spliced = fast_splice(code, slot, MISS, argument_names(code))
         except (NotImplementedError, ValueError):  # another Python, or a jump the raw splice cannot encode
