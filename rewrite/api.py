@@ -10,7 +10,7 @@ import weakref
 import torch
 
 from . import logs
-from .bytecode import is_rewritten, splice_prologue
+from .bytecode import dynamo, is_rewritten, splice_prologue
 from .bytecode.compat import CO_GENERATOR_LIKE
 from .dispatch import MISS, Dispatcher, Options
 from .slot import slot_of
@@ -20,6 +20,7 @@ from .slot import slot_of
 # else does, so deleting the function (or its module) frees its code, dispatcher and entries
 # (the dispatcher holds the globals, so their id is not reused while the item lives)
 _REWRITTEN: "weakref.WeakValueDictionary[tuple, types.CodeType]" = weakref.WeakValueDictionary()
+dynamo.watch()  # torch.compile of jitted code (or of code calling it) reads the original instructions
 OWNER = "__rewrite_dispatcher__"  # the attribute of a jitted function that holds its dispatcher
 DISABLED: "weakref.WeakSet" = weakref.WeakSet()  # functions that always run eagerly
 ALLOWED: "weakref.WeakSet" = weakref.WeakSet()  # functions recorded as one graph node
@@ -57,8 +58,8 @@ def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None 
     if not isinstance(target, types.FunctionType):
         raise TypeError(f"jit expects a Python function, got {type(fn).__name__}")
     code = target.__code__
-    if is_rewritten(code) or target in DISABLED:
-        return fn
+    if is_rewritten(code) or target in DISABLED or getattr(target, "_torchdynamo_disable", False) is True:
+        return fn  # (the last: torch._dynamo.disable / torch.compiler.disable's wrapper)
     if code.co_flags & CO_GENERATOR_LIKE:
         return fn  # generators and coroutines run as they are
     key = (code, id(target.__globals__), options)
@@ -66,6 +67,7 @@ def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None 
     dispatcher = slot_of(new).owner() if new is not None else None
     if dispatcher is None or dispatcher.globals is not target.__globals__:
         dispatcher = Dispatcher(code, target.__globals__, options, target.__qualname__)
+        dispatcher.warn_eager = True
         new = splice_prologue(code, dispatcher.slot, MISS)
         _REWRITTEN[key] = new
         if logs.enabled("bytecode"):
@@ -78,21 +80,52 @@ def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None 
 
 def _jit_module(module, backend, fullgraph, dynamic):
     """`jit(module)` returns the module itself, its `forward` compiled for that instance: a
-    jitted copy of the class's forward is bound on the instance, so `module(x)` still runs
+    jitted copy of the forward is bound on the instance, so `module(x)` still runs
     `__call__` (hooks included), state_dict, parameters, train()/eval() and .to() are the
-    module's own, and instances of one class share compiled code (parameters are inputs)."""
-    bound = module.forward
-    func = getattr(bound, "__func__", None)
-    if not isinstance(func, types.FunctionType) or bound.__self__ is not module:
-        raise TypeError(f"jit expects a module whose forward is a Python method, got {type(bound).__name__}")
-    if "forward" in module.__dict__ and is_rewritten(func.__code__):
+    module's own, and instances of one class share compiled code (parameters are inputs).
+
+    The forward compiled is what the instance's `forward` is: the class's method, or an
+    instance attribute that wrappers put there (accelerate's hooks bind
+    `functools.partial(new_forward, module)`, adapters a closure or another object's method)."""
+    options = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic}
+    own = module.__dict__.get("forward")
+    if getattr(own, "__rewrite_module_forward__", False):
         return module  # already jitted
+    if own is None:
+        bound = module.forward
+        func = getattr(bound, "__func__", None)
+        if not isinstance(func, types.FunctionType) or bound.__self__ is not module:
+            raise TypeError(f"jit expects a module whose forward is a Python method, got {type(bound).__name__}")
+        forward = types.MethodType(_jitted_copy(func, options), module)
+    elif isinstance(own, types.MethodType) and isinstance(own.__func__, types.FunctionType):
+        forward = types.MethodType(_jitted_copy(own.__func__, options), own.__self__)
+    elif isinstance(own, types.FunctionType):
+        forward = _jitted_copy(own, options)
+    elif isinstance(own, functools.partial) and isinstance(own.func, types.FunctionType):
+        forward = functools.partial(_jitted_copy(own.func, options), *own.args, **own.keywords)
+        forward.__dict__.update(own.__dict__)  # (update_wrapper's __wrapped__, __name__, ...)
+    else:
+        raise TypeError(f"jit expects a module whose forward is a Python function, method or functools.partial "
+                        f"of one, got an instance attribute of type {type(own).__name__}")
+    try:
+        forward.__rewrite_module_forward__ = True
+    except AttributeError:  # a bound method: its function carries the mark
+        forward.__func__.__rewrite_module_forward__ = True
+    module.forward = forward
+    return module
+
+
+def _jitted_copy(func: types.FunctionType, options: dict) -> types.FunctionType:
+    """A jitted copy of `func` (same code, globals, defaults, closure and attributes): the
+    user's function itself is left as it is."""
+    if is_rewritten(func.__code__) and OWNER in func.__dict__:
+        return func
     copy = types.FunctionType(func.__code__, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
     copy.__kwdefaults__ = func.__kwdefaults__
     functools.update_wrapper(copy, func)
-    jit(copy, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
-    module.forward = types.MethodType(copy, module)
-    return module
+    copy.__dict__.pop(OWNER, None)
+    jit(copy, **options)
+    return copy
 
 
 def disable(fn):

@@ -54,6 +54,7 @@ class Entry:
     ops: int = 0
     graph_break: str | None = None  # why the traced part ends early (the rest is a resume function)
     where: list = field(default_factory=list)  # user stack of the break or fallback: (file, line, function)
+    raises: bool = False  # a fallback because eager raises there (the user sees that, not a warning)
 
     @property
     def eager_reason(self) -> str | None:
@@ -366,7 +367,8 @@ def compile_entry(dispatcher, args) -> Entry:
         guards = getattr(e, "guards", None) or GuardSet()
         guard, fn, source = load_entry(guards, None, None, params, globals_, name, miss=dispatcher.MISS)
         return Entry(guard, fn, dispatcher.compiles, source=source, reason=str(e),
-                     compile_seconds=time.perf_counter() - start, where=list(e.where))
+                     compile_seconds=time.perf_counter() - start, where=list(e.where),
+                     raises=isinstance(e, RaisesEagerly))
     backend_name, backend = dispatcher.backend_for(cap)
     if backend_name not in GRAD_MODE_AGNOSTIC:
         cap.tracer.read_grad_mode()  # other backends may bake grad mode into what they build

@@ -38,7 +38,7 @@ from .slot import MISS, NEXT, NEXT_REF, Options, Slot, _next, orphan  # noqa: F4
 
 if TYPE_CHECKING:
     from .compile import Entry
-from .errors import BackendCompilerFailed, InternalError, RecompileLimitExceeded, Unsupported, UserError
+from .errors import BackendCompilerFailed, EagerWarning, InternalError, RecompileLimitExceeded, Unsupported, UserError
 from .guards.guard import EqualsMatch, TensorMatch, TypeMatch
 from .guards.source import comment, param_name
 
@@ -69,6 +69,8 @@ class Dispatcher:
         self.on_limit = None  # called instead of warning when the limit is hit (the import hook)
         self._busy = False  # compiling now (read and written under COMPILE_LOCK only)
         self._warned_limit = False
+        self.warn_eager = False  # say when a call runs wholly eagerly (set by jit: not resume functions, the hook)
+        self._warned_eager = False
         _ALL.add(self)
 
     # -- the miss path ----------------------------------------------------------------------
@@ -120,8 +122,12 @@ class Dispatcher:
         finally:
             self._busy = False
         self.compiles += 1
-        if entry.reason is not None and logs.enabled("graph_breaks"):
-            logs.get("graph_breaks").debug("%s runs eagerly: %s", self.qualname, entry.reason)
+        if entry.reason is not None:
+            if logs.enabled("graph_breaks"):
+                logs.get("graph_breaks").debug("%s runs eagerly: %s", self.qualname, entry.reason)
+            if self.warn_eager and not entry.raises and not self._warned_eager:
+                self._warned_eager = True
+                self._warn_eager(entry)
         self.entries = (entry, *self.entries)
         for observer in OBSERVERS:
             observer.append((self, entry))
@@ -145,6 +151,14 @@ class Dispatcher:
                                    f"Last reason: {last}", RuntimeWarning, self.code.co_filename,
                                    self.code.co_firstlineno, module=self.globals.get("__name__"))
         return MISS
+
+    def _warn_eager(self, entry) -> None:
+        """Once per function: this call (and the calls its entry accepts) ran wholly eagerly."""
+        reason = entry.reason.split("\n  at ")[0].splitlines()[0]
+        at = "".join(f" (at {f}:{line})" for f, line, _fn in entry.where[-1:])
+        warnings.warn_explicit(f"rewrite: nothing of {self.qualname} was compiled; the call ran eagerly: {reason}{at}. "
+                               "rewrite.explain(fn)(...) shows the graphs and breaks", EagerWarning,
+                               self.code.co_filename, self.code.co_firstlineno, module=self.globals.get("__name__"))
 
     def _recompile_reason(self, args) -> str:
         lines = [f"Recompiling function {self.qualname} in {self.code.co_filename}:{self.code.co_firstlineno}",

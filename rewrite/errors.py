@@ -47,6 +47,12 @@ class RaisesEagerly(WholeCallEager):
     error, not a break)."""
 
 
+class EagerWarning(RuntimeWarning):
+    """A call of a `@jit` function ran wholly eagerly: nothing of it was compiled (said once
+    per function, with the reason and where; `warnings.simplefilter("ignore", EagerWarning)`
+    silences it)."""
+
+
 class BackendCompilerFailed(RewriteError):
     """A backend raised while compiling a graph."""
 

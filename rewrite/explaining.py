@@ -10,6 +10,7 @@ call are followed too.
 """
 from __future__ import annotations
 
+import functools
 import types
 
 import torch
@@ -58,10 +59,13 @@ class ExplainOutput:
 
 def explain(fn, backend=None):
     """`explain(fn)(*args, **kwargs)` -> ExplainOutput for that one call."""
-    from .api import jit
+    from .api import dispatcher_of, jit
 
     if isinstance(fn, torch.nn.Module):  # its forward, bound to it (hooks aside, as Dynamo's explain)
         return explain(fn.forward, backend=backend)
+    if isinstance(fn, functools.partial):  # (a forward that wrappers made a partial)
+        inner = explain(fn.func, backend=backend)
+        return lambda *args, **kwargs: inner(*fn.args, *args, **{**fn.keywords, **kwargs})
 
     def run(*args, **kwargs):
         out = ExplainOutput()
@@ -81,6 +85,7 @@ def explain(fn, backend=None):
                                   target.__defaults__, target.__closure__)
         copy.__kwdefaults__ = target.__kwdefaults__
         jit(copy, backend=recording)
+        dispatcher_of(copy).warn_eager = False  # (what ran eagerly is in the output)
         compiled: list = []
         dispatch.OBSERVERS.append(compiled)
         try:

@@ -15,6 +15,12 @@ from __future__ import annotations
 from . import logs
 from .guards.source import Source
 
+# the tensor attributes that mark sizes dynamic or static for the next compile: rewrite's own
+# (rewrite.mark_dynamic / mark_static) and the ones torch._dynamo.mark_dynamic /
+# maybe_mark_dynamic / mark_static set
+DYNAMIC_DIMS = ("_rewrite_dynamic_dims", "_dynamo_dynamic_indices", "_dynamo_weak_dynamic_indices")
+STATIC_DIMS = ("_rewrite_static_dims", "_dynamo_static_indices")
+
 
 class ShapeEnv:
     def __init__(self):

@@ -1,6 +1,8 @@
 """Breadth suite, modules: nn.Modules called from jitted functions, and jit(module) itself."""
 import copy
 
+import pytest
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -327,3 +329,72 @@ def test_jit_module_forward_pre_hook_runs():
     m = seeded(lambda: nn.Linear(4, 4))
     m.register_forward_pre_hook(lambda mod, inp: (inp[0] + 1,))
     check(m, x4)
+
+
+# -- forward as an instance attribute (accelerate's hooks, adapters) -----------------------------
+class _Lin(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x))
+
+
+def _accelerate_style(module):
+    """What accelerate's add_hook_to_module does: forward = partial(new_forward, module)."""
+    import functools
+    module._old_forward = module.forward
+
+    def new_forward(module, *args, **kwargs):
+        args = tuple(a * 2 for a in args)  # a pre-forward hook
+        with torch.no_grad():
+            out = module._old_forward(*args, **kwargs)
+        return out + 1  # a post-forward hook
+    module.forward = functools.update_wrapper(functools.partial(new_forward, module), module._old_forward)
+    return module
+
+
+def _closure_style(module):
+    old = module.forward
+
+    def forward(x):
+        return old(x) - 0.5
+    module.forward = forward
+    return module
+
+
+class _Other:
+    def __init__(self, base):
+        self.base = base
+
+    def forward(self, x):
+        return self.base.lin(x).sigmoid()
+
+
+def _other_object_style(module):
+    module.forward = _Other(module).forward
+    return module
+
+
+@pytest.mark.parametrize("wrap", [_accelerate_style, _closure_style, _other_object_style])
+def test_jit_module_compiles_an_instance_attribute_forward(wrap):
+    import copy
+    torch.manual_seed(0)
+    model = wrap(_Lin())
+    eager = copy.deepcopy(model)
+    before = model.forward
+    assert rewrite.jit(model) is model and model.forward is not before
+    x = torch.randn(2, 4)
+    for _ in range(2):
+        assert_same(model(x), eager(x))
+    assert rewrite.jit(model).forward is model.forward  # jitting again changes nothing
+    out = rewrite.explain(model)(x)
+    assert out.graph_count >= 1 and out.op_count >= 2
+
+
+def test_jit_module_refuses_a_forward_it_cannot_compile():
+    model = _Lin()
+    model.forward = torch.relu  # a C function
+    with pytest.raises(TypeError, match="instance attribute of type builtin_function_or_method"):
+        rewrite.jit(model)

@@ -33,6 +33,7 @@ import site
 import sys
 import sysconfig
 
+from ..bytecode import dynamo
 from ..slot import Options
 from .instrument import LAZIES
 from .instrument import instrument as _instrument  # (the submodule keeps the name `instrument`)
@@ -89,51 +90,12 @@ class _Loader(importlib.machinery.SourceFileLoader):
         return _instrument(code, self.options) if code is not None else None
 
 
-# -- torch.compile on instrumented functions ---------------------------------------------------
-# Dynamo reads a frame's bytecode to trace it, and the prologue's constant (a Slot) is not one it
-# accepts. Once the program imports Dynamo, it is made to read the original instructions of any
-# spliced code object (the prologue is not part of what the function does); the frame's locals
-# are laid out the same, so the code it generates runs in the spliced function's frame.
-_DYNAMO_MODULE = "torch._dynamo.bytecode_transformation"
-
-
-def _patch_dynamo(module) -> None:
-    cached = getattr(module, "_cached_cleaned_instructions", None)
-    if cached is None or getattr(cached, "__rewrite__", False):
-        return
-    from ..bytecode import original_code
-
-    def instructions_of_original(code, *args, **kwargs):
-        return cached(original_code(code), *args, **kwargs)
-    instructions_of_original.__rewrite__ = True
-    module._cached_cleaned_instructions = instructions_of_original
-
-
-class _ThenPatch(importlib.abc.Loader):
-    """A module's own loader, then `_patch_dynamo` on the loaded module."""
-
-    def __init__(self, loader):
-        self.loader = loader
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        self.loader.exec_module(module)
-        _patch_dynamo(module)
-
-
 class _Finder(importlib.abc.MetaPathFinder):
     def __init__(self, rules: Rules, options: Options):
         self.rules, self.options = rules, options
         self.modules: list[str] = []
 
     def find_spec(self, fullname, path, target=None):
-        if fullname == _DYNAMO_MODULE:
-            spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
-            if spec is not None and spec.loader is not None:
-                spec.loader = _ThenPatch(spec.loader)
-            return spec
         if not self.rules.may_want(fullname):  # most imports: decided by name, no second path search
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
@@ -160,8 +122,7 @@ def install(include=(), exclude=(), backend=None, fullgraph: bool = False, root:
         lookup_backend(backend)  # an unknown name fails now
     _finder = _Finder(Rules(include, exclude, root), Options(backend, fullgraph, dynamic))
     sys.meta_path.insert(0, _finder)
-    if _DYNAMO_MODULE in sys.modules:
-        _patch_dynamo(sys.modules[_DYNAMO_MODULE])
+    dynamo.watch()  # torch.compile of instrumented functions reads their original instructions
     importlib.invalidate_caches()
 
 

@@ -17,7 +17,7 @@ from ..guards.source import AttrSource
 from ..trace.values import (BoundVar, ConstVar, ContextExitVar, DictVar, ExceptionVar, FunctionVar, GradModeVar, InstanceVar,
                             ListVar, MethodVar, ObjectVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar, Var)
 from .builtins import BUILTINS, PURE, call_builtin
-from . import contexts, instances, library
+from . import contexts, instances, library, markers
 from .core import (const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate, key_of, make_slice,
                    python_value, setitem, truthy, unpack)
 from .objects import dict_method, getattr_object, list_method, setattr_object, tuple_field, tuple_method
@@ -89,13 +89,16 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if not isinstance(fn, ObjectVar):
         raise Unsupported(f"call to {describe(fn)}")
     value = fn.value
-    from ..api import ALLOWED, DISABLED
-    if isinstance(value, types.FunctionType) and value in DISABLED:
-        raise Unsupported(f"call to {value.__qualname__}, marked rewrite.disable")
+    known, folded = markers.query(value)
+    if known:  # torch.compiler.is_compiling() and friends: what they return under a compiler
+        return const(folded)
+    why = markers.breaks(value) or markers.disabled(value)
+    if why is not None:
+        raise Unsupported(why)
     if _is_logging(value):
         raise Unsupported(f"call to {getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '?')} "
                           "(printing and logging break the graph)", "move the logging call out of the compiled function")
-    if isinstance(value, types.FunctionType) and value in ALLOWED:
+    if markers.allowed(value):
         from .tensors import call_function
         return call_function(frame, value, tuple(args), kwargs)
     if _hashable(value):

@@ -37,6 +37,7 @@ from .. import logs
 from ..errors import Unsupported
 from ..guards.guard import AliasMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch
 from ..guards.source import AttrSource, ItemSource, LocalSource, SizeSource
+from ..shapes import DYNAMIC_DIMS, STATIC_DIMS
 from .values import BoundVar, ConstVar, PartialVar, DictVar, GradModeVar, ListVar, ObjectVar, TupleVar
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
@@ -81,8 +82,10 @@ class DynamicPolicy:
         if self.option is False:
             return frozenset()
         dims = set(range(len(shape))) if self.option else changed
-        dims |= set(getattr(value, "_rewrite_dynamic_dims", ()))
-        dims -= set(getattr(value, "_rewrite_static_dims", ()))
+        for attr in DYNAMIC_DIMS:  # rewrite.mark_dynamic, torch._dynamo.mark_dynamic, ...
+            dims |= set(getattr(value, attr, ()))
+        for attr in STATIC_DIMS:
+            dims -= set(getattr(value, attr, ()))
         dims = {d for d in dims if shape[d] >= 2}
         if dims and not value.is_contiguous():
             return frozenset()

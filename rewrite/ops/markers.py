@@ -1,0 +1,102 @@
+"""torch's own markers, as tables: the queries library code asks ("am I being compiled?")
+folded to the constants torch.compile gives them, and the decorators and calls torch offers
+to steer a compiler honoured as rewrite's own.
+
+Functions are named by (module, qualname), so nothing here imports `torch._dynamo` (~1 s):
+a program that never imports it never pays for it, and one that does gets its functions
+matched all the same.
+"""
+from __future__ import annotations
+
+import sys
+import types
+
+# what each query returns while rewrite traces (as under torch.compile): folded, no guard
+QUERIES: dict[tuple[str, str], object] = {
+    ("torch.compiler", "is_compiling"): True,
+    ("torch.compiler", "is_dynamo_compiling"): True,
+    ("torch._dynamo.external_utils", "is_compiling"): True,  # torch._dynamo.is_compiling
+    ("torch._utils", "is_compiling"): True,
+    ("torch.compiler", "is_exporting"): False,
+    ("torch.jit._trace", "is_tracing"): False,  # torch.jit.is_tracing
+    ("torch._jit_internal", "is_scripting"): False,  # torch.jit.is_scripting
+    ("torch.fx._symbolic_trace", "is_fx_tracing"): False,
+}
+BUILTIN_QUERIES: dict[str, object] = {  # C functions of torch._C, by name
+    "_get_tracing_state": None,
+}
+
+# calls that break the graph where they are (what comes before and after compiles apart)
+BREAKS: dict[tuple[str, str], str] = {
+    ("torch._dynamo.decorators", "graph_break"): "torch._dynamo.graph_break()",
+    ("rewrite.api", "graph_break"): "rewrite.graph_break()",
+    # marking a tensor inside the call: it runs eagerly, and the next compile reads the mark
+    ("torch._dynamo.decorators", "mark_dynamic"): "torch._dynamo.mark_dynamic() inside a compiled function",
+    ("torch._dynamo.decorators", "maybe_mark_dynamic"): "torch._dynamo.maybe_mark_dynamic() inside a compiled function",
+    ("torch._dynamo.decorators", "mark_static"): "torch._dynamo.mark_static() inside a compiled function",
+    ("rewrite.api", "mark_dynamic"): "rewrite.mark_dynamic() inside a compiled function",
+    ("rewrite.api", "mark_static"): "rewrite.mark_static() inside a compiled function",
+}
+# (the marks torch._dynamo.mark_dynamic and friends leave on tensors: rewrite.shapes.DYNAMIC_DIMS)
+
+
+def _name(fn) -> tuple[str, str] | None:
+    if isinstance(fn, types.FunctionType):
+        return fn.__module__, fn.__qualname__
+    return None
+
+
+def query(fn):
+    """(True, the folded value) when `fn` is one of the queries, else (False, None)."""
+    name = _name(fn)
+    if name is not None:
+        if name in QUERIES:
+            return True, QUERIES[name]
+        return False, None
+    name = getattr(fn, "__name__", None)
+    if name in BUILTIN_QUERIES and getattr(sys.modules.get("torch._C"), name, None) is fn:
+        return True, BUILTIN_QUERIES[name]
+    return False, None
+
+
+def breaks(fn) -> str | None:
+    """Why a call of `fn` breaks the graph, if it is one of the marker calls that do."""
+    name = _name(fn)
+    return BREAKS.get(name) if name is not None else None
+
+
+def disabled(fn) -> str | None:
+    """Why `fn` always runs eagerly, if a decorator said so: `rewrite.disable`,
+    `torch._dynamo.disable` or `torch.compiler.disable` (the wrapper those return names the
+    function it wraps, and the reason given)."""
+    if getattr(fn, "_torchdynamo_disable", False) is True:
+        inner = getattr(fn, "_torchdynamo_orig_callable", fn)
+        msg = getattr(fn, "_torchdynamo_disable_msg", None)
+        return f"call to {_describe(inner)}, marked torch.compiler.disable" + (f" ({msg})" if msg else "")
+    from ..api import DISABLED
+    if isinstance(fn, types.FunctionType) and fn in DISABLED:
+        return f"call to {_describe(fn)}, marked rewrite.disable"
+    return None
+
+
+def allowed(fn) -> bool:
+    """Recorded as one graph node: `rewrite.allow_in_graph`, or torch._dynamo's allow-list
+    (`torch._dynamo.allow_in_graph`, `torch.compiler.allow_in_graph`; einops registers
+    its functions there)."""
+    from ..api import ALLOWED
+    if isinstance(fn, types.FunctionType) and fn in ALLOWED:
+        return True
+    rules = sys.modules.get("torch._dynamo.trace_rules")
+    ids = getattr(rules, "_allowed_callable_ids", None) if rules is not None else None
+    if ids is None:
+        return False
+    try:
+        return id(fn) in ids
+    except Exception:
+        return False
+
+
+def _describe(fn) -> str:
+    module = getattr(fn, "__module__", None)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    return f"{module}.{name}" if module else name
