@@ -35,6 +35,7 @@ class Info:
         self.node, self.example = node, example
         self.is_tensor = isinstance(example, torch.Tensor)
         sym = node.meta.get("sym_shape")
+        self.device = node.meta.get("device", getattr(example, "device", None))  # (intermediates: meta shadows)
         if self.is_tensor:
             self.dtype = example.dtype
             self.shape = tuple(sym) if sym is not None else tuple(example.shape)
@@ -144,7 +145,7 @@ def _classify(info: Info, infos) -> None:
         if not tensors:
             raise NoLowering("no tensor operands")
         for t in tensors:
-            if t.dtype not in TL or t.example.device != info.example.device:
+            if t.dtype not in TL or t.device != info.device:
                 raise NoLowering("an operand of another dtype or device")
         for a in n.all_input_nodes:
             if not infos[a].is_tensor and not isinstance(infos[a].example, (int, bool)):

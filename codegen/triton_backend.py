@@ -70,7 +70,7 @@ def triton(gm: torch.fx.GraphModule, example_inputs):
         if _needs_grad(example_inputs, gm.graph):
             raise NoLowering("tensors that require grad (no backward kernels yet)")
         infos = analyze(gm.graph, example_inputs)
-        devices = {i.example.device for i in infos.values() if i.is_tensor}
+        devices = {i.device for i in infos.values() if i.is_tensor}
         if len(devices) != 1 or next(iter(devices)).type not in ("cpu", "cuda"):
             raise NoLowering(f"tensors on devices {sorted(map(str, devices))}")
         items = schedule(gm.graph, infos)

@@ -14,7 +14,14 @@ call made there, even when the unsupported part is deep inside it, runs eagerly 
 whole), from a checkpoint of its stack and locals taken just before that instruction.
 What the entry runs eagerly depends on that instruction (`kind`):
 
-* call  -- the call itself (print, .item(), a C function, rewrite.graph_break());
+* call  -- the call itself (print, .item(), a C function, rewrite.graph_break()); a call of
+           a Python function or module runs through a jitted copy of the callee
+           (rewrite/callees.py), so the callee's frame gets its own graphs and breaks: the
+           frame hook Dynamo has, along the path where the tracer gave up. `CALL` and
+           `CALL_FUNCTION_EX` (`func(*args, **kwargs)`, as decorators call) both are;
+* call_in_try -- a call inside a `try`: the resume function starts at the call itself and
+           runs the rest of the frame as it is, so the call raises into the user's handler
+           (the callee is a jitted copy all the same);
 * jump  -- the branch test (`if y.sum() > 0`), picking one of two resume functions;
 * with  -- entering a context manager the tracer does not know (the resume function
            starts inside the block, with its `__exit__` on the stack);
@@ -24,9 +31,12 @@ What the entry runs eagerly depends on that instruction (`kind`):
 A `with torch.no_grad()` (or enable_grad/set_grad_enabled) open at the break is left by the
 graph, re-entered around the eager step, and re-entered again by the resume function's first
 instructions, so exceptions raised in any part still leave through the user's handler.
-Breaks inside `try` or inside a `with` block over a context manager the trace did not
-enter (its `__exit__` may swallow exceptions), in functions whose locals are captured by inner functions (cells), in
-generators, or with a stack the entry cannot rebuild make the whole call run eagerly.
+Breaks inside `try` other than at a call, inside a `with` block over a context manager the
+trace did not enter (its `__exit__` may swallow exceptions), after a change to a list, dict
+or object that existed at the checkpoint (resuming would change it again; what the failing
+part made itself does not count), in functions whose locals are captured by inner functions
+(cells), in generators, or with a stack the entry cannot rebuild make the whole call run
+eagerly.
 """
 from __future__ import annotations
 
@@ -35,7 +45,8 @@ import weakref
 
 import torch
 
-from . import api, logs
+from . import api, callees, logs
+from .bytecode.compat import CALL_BREAKS, call_layout, call_start
 from .bytecode.resume import at_user_line, resume_code
 from .errors import Unsupported, WholeCallEager
 from .ops.builtins import FRAME_READER_NAMES
@@ -84,9 +95,13 @@ def plan(tracer, error: Unsupported):
         return None
     inst = root.instructions[cp.ip]
     from .trace.interpreter import untraced_with_open
-    if inst.offset in root.user_try or untraced_with_open(cp.stack):
-        return None  # an exception from the eager step must meet the user's handler or __exit__
-    if inst.opname == "CALL":
+    if untraced_with_open(cp.stack):
+        return None  # an exception from the eager step must meet the user's __exit__
+    if inst.offset in root.user_try:
+        if inst.opname not in CALL_BREAKS:
+            return None  # an exception from the eager step must meet the user's handler
+        kind = "call_in_try"  # the rest of the frame, from the call on, runs as it is (its handlers too)
+    elif inst.opname in CALL_BREAKS:
         kind = "call"
     elif inst.opname in JUMPS:
         kind = "jump"
@@ -138,7 +153,9 @@ class Break:
         self.local_names = tuple(checkpoint.locals)  # the bound locals, in binding order
         self.dispatcher = None
         # the stack slots below what the eager step consumes go on to the resume function
-        consumed = {"call": (inst.arg or 0) + 2, "jump": 1, "with": 1}.get(kind) or STEPS[inst.opname][0]
+        self.call = call_layout(inst, checkpoint.stack, checkpoint.kw_names, NULL) if kind.startswith("call") else None
+        consumed = self.call["consumed"] if kind == "call" else 0 if kind == "call_in_try" else \
+            {"jump": 1, "with": 1}.get(kind) or STEPS[inst.opname][0]
         self.n_below = len(checkpoint.stack) - consumed
 
     def values(self, tracer):
@@ -192,6 +209,16 @@ class Break:
             return [f"with {', '.join(contexts)}:", *("    " + line for line in lines)]
 
         below = stack[:self.n_below]
+        if self.kind == "call_in_try":
+            # inside a try: the call must raise into the user's handler, so the resume function
+            # starts at the call itself and runs the rest of the frame as it is (not compiled); the
+            # callee is a jitted copy, so its frame is compiled all the same
+            consts["___jitted"], consts["___options"] = callees.jitted, dispatcher.options
+            fn = self.call["fn"]
+            value[fn] = f"___jitted({value[fn]}, ___options)"
+            start = call_start(tracer.root.instructions, self.cp.ip)  # (its KW_NAMES too)
+            resume = self.resume(tracer, dispatcher, consts, start, below, (), compiled=False)
+            return [f"return {resume}({', '.join([*passed(below), *local_args])})"]
         if self.kind == "jump":
             taken = self.resume(tracer, dispatcher, consts, self.inst.argval, below, ())
             fallthrough = self.resume(tracer, dispatcher, consts, self.next_offset, below, ())
@@ -201,15 +228,14 @@ class Break:
                     f"    return {taken}({args})",
                     f"return {fallthrough}({args})"]
         if self.kind == "call":
-            argc = self.inst.arg
-            kw = self.cp.kw_names
-            first = stack[-(argc + 2)]  # NULL below a plain callable, else (method, self)
-            args = value[n_stack - argc:n_stack]
-            fn, args = (value[n_stack - argc - 1], args) if first is NULL else \
-                (value[n_stack - argc - 2], [value[n_stack - argc - 1], *args])
-            npos = len(args) - len(kw)
-            pos = f"({', '.join(args[:npos])}{',' if npos == 1 else ''})"
-            kwargs = "{" + ", ".join(f"{k!r}: {a}" for k, a in zip(kw, args[npos:])) + "}"
+            c = self.call
+            args = [value[i] for i in ([c["self"]] if c["self"] is not None else []) + c["args"]]
+            pos = f"({', '.join(args)}{',' if len(args) == 1 else ''})" if c["star"] is None else value[c["star"]]
+            kwargs = "{" + ", ".join(f"{k!r}: {value[i]}" for k, i in c["kw"].items()) + "}" \
+                if c["starstar"] is None else value[c["starstar"]]
+            # the callee's frame gets its own graphs: a jitted copy (see rewrite/callees.py)
+            consts["___jitted"], consts["___options"] = callees.jitted, dispatcher.options
+            fn = f"___jitted({value[c['fn']]}, ___options)"
             # the user's line in tracebacks; the function's globals for what reads them (globals())
             call = _at_line(consts, tracer.code, self.inst.offset, "call", globals_=dispatcher.globals)
             lines, results = [f"___r0 = {call}({fn}, {pos}, {kwargs})"], ["___r0"]
@@ -229,13 +255,14 @@ class Break:
         resume = self.resume(tracer, dispatcher, consts, self.next_offset, below, results)
         return [*inside_contexts(lines), f"return {resume}({', '.join([*passed(below), *results, *local_args])})"]
 
-    def resume(self, tracer, dispatcher, consts, offset: int, below, results) -> str:
-        """An expression for the jitted resume function at `offset`: one per code, offset and
-        frame layout; made per call (sharing its code and cache) when the function has a closure."""
+    def resume(self, tracer, dispatcher, consts, offset: int, below, results, compiled: bool = True) -> str:
+        """An expression for the jitted resume function at `offset` (`compiled=False`: not
+        jitted): one per code, offset and frame layout; made per call (sharing its code and
+        cache) when the function has a closure."""
         code = tracer.code
         slots = (*map(_slot, below), *("value" for _ in results))
         # code objects compare by value: the same source run in two modules must not share globals
-        key = (code, id(dispatcher.globals), offset, slots, self.local_names, dispatcher.options)
+        key = (code, id(dispatcher.globals), offset, slots, self.local_names, dispatcher.options, compiled)
         fn = _RESUMES.get(key)
         if fn is None or fn.__globals__ is not dispatcher.globals:
             line = _line_of(tracer.root, offset)
@@ -244,7 +271,9 @@ class Break:
             fn = types.FunctionType(new, dispatcher.globals, name,
                                     None, tuple(types.CellType() for _ in code.co_freevars) or None)
             o = dispatcher.options
-            api.jit(fn, backend=o.backend, fullgraph=o.fullgraph, dynamic=o.dynamic)
+            if compiled:
+                api.jit(fn, backend=o.backend, fullgraph=o.fullgraph, dynamic=o.dynamic)
+                api.dispatcher_of(fn).warn_eager = False  # (part of a call whose entry is compiled)
             _RESUMES[key] = fn
         name = f"___resume{sum(k.startswith('___resume') for k in consts)}"
         consts[name] = fn

@@ -27,6 +27,7 @@ Dynamo does): a call that finds another thread compiling runs eagerly.
 """
 from __future__ import annotations
 
+import math
 import threading
 import warnings
 import weakref
@@ -250,7 +251,8 @@ def _eager_in_place_of(entry):
 
 
 # -- what tells entries apart ------------------------------------------------------------------
-_COST = {"type": 0, "value": 1, "dtype": 2, "dim": 3, "size": 4}  # a cheap read first
+_COST = {"type": 0, "value": 1, "dtype": 2, "numel": 2, "dim": 3, "size": 4}  # a cheap read first (x.numel()
+# ~130 ns, x.shape[i] ~230 ns: one numel tells apart entries for sizes of one rank)
 
 
 def _facts(entry) -> dict[str, tuple[int, object]]:
@@ -265,6 +267,8 @@ def _facts(entry) -> dict[str, tuple[int, object]]:
             for i, size in enumerate(g.shape):
                 if size is not None:
                     out[f"{e}.shape[{i}]"] = (_COST["size"], size)
+            if None not in g.shape:
+                out[f"{e}.numel()"] = (_COST["numel"], math.prod(g.shape))
         elif isinstance(g, EqualsMatch) and type(g.value) in (int, str, bool, bytes, type(None)):
             out[g.source.expr()] = (_COST["value"], g.value)
         elif isinstance(g, TypeMatch):

@@ -117,11 +117,25 @@ def test_e1_an_uncaught_raise_runs_eagerly_from_the_users_line():
     assert all(r is not None for r in reasons(compiled))
 
 
-def test_e2_a_break_inside_try_runs_the_whole_call_eagerly():
+def test_e2_a_break_at_a_call_inside_try_resumes_at_the_call_under_the_handler():
     def f(x):
+        y = x * 2
         try:
             print("", end="")
-            return x + 1
+            return y + 1
+        except RuntimeError:
+            return x
+    compiled = same_calls(f, lambda c: (torch.ones(2),))
+    entry = rewrite.dispatcher_of(compiled).entries[0]
+    assert entry.reason is None and entry.graph_break is not None and entry.graph_module is not None
+
+
+def test_e2_a_break_at_another_step_inside_try_runs_the_whole_call_eagerly():
+    def f(x):
+        try:
+            if x.sum() > 0:  # data-dependent: a break at the jump, inside the try
+                return x + 1
+            return x - 1
         except RuntimeError:
             return x
     compiled = same_calls(f, lambda c: (torch.ones(2),))

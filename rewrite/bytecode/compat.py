@@ -90,11 +90,12 @@ def load_global_pushes_null(inst) -> bool:
     return bool(inst.arg & 1)
 
 
-def handled_offsets(code) -> tuple[frozenset, frozenset]:
-    """(covered, in_try): offsets of the instructions an exception handler covers (inside
-    `try` or `with`), and those of them inside a `try` -- a `with` block's own cleanup
+def handled_offsets(code) -> tuple[frozenset, frozenset, frozenset]:
+    """(covered, in_try, caught): offsets of the instructions an exception handler covers
+    (inside `try` or `with`); those of them inside a `try` -- a `with` block's own cleanup
     handler only exits the context and re-raises, so it does not count unless the `with`
-    itself sits inside a `try`."""
+    itself sits inside a `try`; and those of them whose exception a handler may end (an
+    `except` that does not re-raise: a `finally` only runs its block and lets it go on)."""
     entries = list(dis._parse_exception_table(code))  # 3.11+: the zero-cost exception table
     handler_of = {}
     for entry in entries:
@@ -105,19 +106,60 @@ def handled_offsets(code) -> tuple[frozenset, frozenset]:
     for entry in entries:
         if ops.get(entry.target) == "PUSH_EXC_INFO" and ops.get(entry.target + 2) == "WITH_EXCEPT_START":
             body_start[entry.target] = min(entry.start, body_start.get(entry.target, entry.start))
-    memo: dict = {}
+    swallows = _handlers_that_swallow(list(dis.get_instructions(code)), {e.target for e in entries})
 
-    def in_try(offset) -> bool:
-        if offset not in memo:
-            target = handler_of.get(offset)
-            if target is None:
-                memo[offset] = False
-            elif target in body_start and ops.get(body_start[target] - 2) == "BEFORE_WITH":
-                memo[offset] = in_try(body_start[target] - 2)  # as inside as the `with` statement
-            else:
-                memo[offset] = True
-        return memo[offset]
-    return frozenset(handler_of), frozenset(o for o in handler_of if in_try(o))
+    def deciding(counts):
+        memo: dict = {}
+
+        def inside(offset) -> bool:
+            if offset not in memo:
+                memo[offset] = False  # (while deciding: handlers nest, they never loop)
+                target = handler_of.get(offset)
+                if target is None:
+                    pass
+                elif target in body_start and ops.get(body_start[target] - 2) == "BEFORE_WITH":
+                    memo[offset] = inside(body_start[target] - 2)  # as inside as the `with` statement
+                elif not counts(target):
+                    memo[offset] = inside(target)  # as inside as the handler's own code
+                else:
+                    memo[offset] = True
+            return memo[offset]
+        return frozenset(o for o in handler_of if inside(o))
+    return frozenset(handler_of), deciding(lambda target: True), deciding(lambda target: target in swallows)
+
+
+_UNCONDITIONAL = {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP", "JUMP_NO_INTERRUPT"}
+_LEAVES = {"RETURN_VALUE", "RETURN_CONST", "RERAISE", "RAISE_VARARGS"}
+
+
+def _handlers_that_swallow(insts, targets) -> set:
+    """The handlers (by offset) that may end the exception: on some path from the handler,
+    not counting other exceptions, POP_EXCEPT is followed by anything but a re-raise (the
+    end of an `except` body, a `return` in a `finally`). A `finally` block, an `except`
+    that re-raises and a `with` block's cleanup only re-raise."""
+    at = {inst.offset: i for i, inst in enumerate(insts)}
+    jumps = set(dis.hasjrel) | set(dis.hasjabs)
+    out = set()
+    for target in targets:
+        seen, todo = set(), [target]
+        while todo:
+            i = at.get(todo.pop())
+            if i is None or i in seen:
+                continue
+            seen.add(i)
+            inst = insts[i]
+            if inst.opname == "POP_EXCEPT" and (i + 1 >= len(insts) or insts[i + 1].opname != "RERAISE"):
+                out.add(target)
+                break
+            if inst.opname in _LEAVES:
+                continue
+            if inst.opcode in jumps:
+                todo.append(inst.argval)
+                if inst.opname in _UNCONDITIONAL:
+                    continue
+            if i + 1 < len(insts):
+                todo.append(insts[i + 1].offset)
+    return out
 
 
 def exception_handlers(code) -> dict:
@@ -127,6 +169,43 @@ def exception_handlers(code) -> dict:
         for offset in range(entry.start, entry.end, 2):
             out[offset] = (entry.target, entry.depth, entry.lasti)
     return out
+
+
+# -- calls a graph break runs eagerly (breaks.py): where their operands sit on the stack -------
+CALL_BREAKS = ("CALL", "CALL_FUNCTION_EX")  # (3.13 adds CALL_KW: one more row here)
+
+
+def call_layout(inst, stack: list, kw_names: tuple, null) -> dict:
+    """For a call instruction about to run with `stack`: how many slots it consumes and the
+    stack indices of the callable, its `self` (a method call), positional arguments and
+    keyword arguments (`kw`: name -> index), or of the `*args` tuple and `**kwargs` mapping."""
+    n = len(stack)
+    if inst.opname == "CALL":  # 3.11, 3.12: [NULL | method, callable | self, *args]; names from KW_NAMES
+        argc = inst.arg
+        method = stack[n - argc - 2] is not null
+        fn, self_ = (n - argc - 2, n - argc - 1) if method else (n - argc - 1, None)
+        args = list(range(n - argc, n))
+        npos = argc - len(kw_names)
+        return {"consumed": argc + 2, "fn": fn, "self": self_, "args": args[:npos],
+                "kw": dict(zip(kw_names, args[npos:])), "star": None, "starstar": None}
+    if inst.opname == "CALL_FUNCTION_EX":  # [NULL?, callable, args, kwargs if arg & 1]
+        kw = inst.arg & 1
+        fn = n - 2 - kw
+        below_null = fn > 0 and stack[fn - 1] is null
+        return {"consumed": 2 + kw + below_null, "fn": fn, "self": None, "args": [], "kw": {},
+                "star": fn + 1, "starstar": fn + 2 if kw else None}
+    raise ValueError(inst.opname)
+
+
+CALL_PREFIXES = ("PRECALL", "KW_NAMES")  # instructions that set up the call just after them, not the stack
+
+
+def call_start(instructions: list, index: int) -> int:
+    """The offset where the call at `instructions[index]` starts running: its KW_NAMES (the
+    keyword names it takes from there, not from the stack) and PRECALL come first."""
+    while index > 0 and instructions[index - 1].opname in CALL_PREFIXES:
+        index -= 1
+    return instructions[index].offset
 
 
 BINARY_OPS = dict(enumerate(symbol for _, symbol in dis._nb_ops))  # arg -> '+', '+=', ...

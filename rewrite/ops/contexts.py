@@ -77,6 +77,9 @@ def enter(frame, ctx: Var) -> tuple[Var, Var]:
     if isinstance(ctx, RecordedContextVar):
         if ctx.handle is not None:
             raise Unsupported(f"entering one {ctx.kind} object twice")
+        if _changes_nothing(frame, ctx):
+            ctx.handle = _NOTHING
+            return ContextExitVar(ctx), ConstVar(None)
         ctx.node = frame.tracer.graph.record_effect(ctx.enter_fn, ctx.args)
         ctx.handle = ctx.enter_fn(*ctx.args)
         frame.tracer.open_contexts.append(ctx)
@@ -88,10 +91,32 @@ def enter(frame, ctx: Var) -> tuple[Var, Var]:
     return exit_fn, call_bound(frame, enter_fn, [], {})
 
 
+_NOTHING = object()  # the handle of a block that changes no mode (not entered, not recorded)
+
+
+def _changes_nothing(frame, ctx: RecordedContextVar) -> bool:
+    """`autocast(..., enabled=False)` where autocast is off already (guarded when the caller
+    decides it): the block changes no mode, so nothing is recorded (a mode switch would make
+    the graph one that cannot run again; Llama's rotary embedding opens such a block). Its
+    exit would only clear the cast cache, empty while autocast is off."""
+    if ctx.kind != "autocast" or ctx.args[2]:
+        return False
+    device = ctx.args[0]
+    if torch.is_autocast_enabled(device):
+        return False
+    if not any(c.kind == "autocast" for c in frame.tracer.open_contexts):  # the caller's state: guarded
+        from ..guards.guard import StateMatch
+        frame.tracer.guards.add(StateMatch(torch.is_autocast_enabled, (device,), False))
+    return True
+
+
 def leave(frame, ctx: Var) -> None:
     """The end of a traced `with` block (normal or by an exception): restore the mode."""
     if isinstance(ctx, GradModeVar):
         frame.tracer.set_grad(ctx.prev)
+        return
+    if ctx.handle is _NOTHING:
+        ctx.handle = None
         return
     close(frame.tracer, ctx)
     frame.tracer.graph.record_effect(ctx.exit_fn, (ctx.node,))

@@ -176,7 +176,7 @@ def setattr_instance(frame, inst: InstanceVar, name: str, value) -> None:
 def store(inst: InstanceVar, name: str, value) -> None:
     """object.__setattr__ / object.__delattr__ on an object the trace made."""
     from ..trace.side_effects import DELETED
-    note_mutation()
+    note_mutation(inst)
     if value is DELETED:
         if name not in inst.attrs:
             raise Unsupported(f"del of attribute {name!r} it does not have (the call raises eagerly)")

@@ -174,7 +174,7 @@ def mutating(frame, v) -> None:
     """`v` (a ListVar or DictVar) is about to change in place: fine for one made while tracing;
     one that came in is changed in the trace's view and refilled by the entry."""
     if v.mutable:
-        note_mutation()
+        note_mutation(v)
     else:
         frame.tracer.side_effects.mutate(v)
 

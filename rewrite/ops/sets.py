@@ -77,7 +77,7 @@ def members(s: SetVar) -> list[Var]:
 def _changing(frame, s: SetVar) -> None:
     if s.frozen or s.source is not None:
         raise Unsupported(f"changing {describe(s)} that came from outside" if s.source else "changing a frozenset")
-    note_mutation()
+    note_mutation(s)
 
 
 def _other_keys(frame, other: Var) -> dict:

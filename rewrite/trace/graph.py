@@ -104,7 +104,7 @@ class GraphBuilder:
         except Exception as e:
             raise UserError(e) from e
         node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
-        node.meta["example_value"] = result
+        _describe(node, result)
         node.meta["seeded"] = self._write_check.seeded
         node.meta["writes"] = self._write_check.wrote  # what backends reorder by (codegen/schedule.py)
         self._created.append(node)
@@ -149,7 +149,7 @@ class GraphBuilder:
                     items.append(ConstVar(None))
                 else:
                     item = self.graph.call_function(operator.getitem, (node, i))
-                    item.meta["example_value"] = r
+                    _describe(item, r)
                     item.meta["writes"] = False
                     self._created.append(item)
                     items.append(TensorVar(item, r))
@@ -219,6 +219,17 @@ class InputWrite(Exception):
         self.op = op
 
 
+def _draws(func, args, kwargs) -> bool:
+    """Whether a random op draws numbers on these arguments: attention with `dropout_p` 0
+    (what every model runs in eval mode, or with dropout off) is tagged random but draws none."""
+    names = [a.name for a in func._schema.arguments]
+    if "dropout_p" not in names:
+        return True
+    at = names.index("dropout_p")
+    p = args[at] if at < len(args) else kwargs.get("dropout_p", func._schema.arguments[at].default_value)
+    return not (isinstance(p, (int, float)) and p == 0)
+
+
 class _InputWriteCheck(TorchDispatchMode):
     """Stops any ATen op that would write into an input's memory before it runs, and notes
     whether an op wrote into any tensor at all (`wrote`), or drew random numbers (`seeded`).
@@ -244,7 +255,7 @@ class _InputWriteCheck(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        seeded = torch.Tag.nondeterministic_seeded in func.tags
+        seeded = torch.Tag.nondeterministic_seeded in func.tags and _draws(func, args, kwargs)
         if seeded:
             self.seeded = True  # a random op: the compiled code draws from the generator
         for i, arg in enumerate(func._schema.arguments):
@@ -328,6 +339,21 @@ def _flat(args, kwargs):
             yield from a
         else:
             yield a
+
+
+def _describe(node, result) -> None:
+    """What backends read of an op's result: for a tensor, a shadow on the meta device (sizes,
+    strides, dtype, requires_grad; its device in meta["device"]), so the trace holds no
+    intermediate: each dies when the traced code lets go of it, as in eager (the first call
+    of a long chain of ops on big tensors would otherwise hold all of them at once)."""
+    node.meta["example_value"] = result
+    if isinstance(result, torch.Tensor) and result.layout is torch.strided and result.device.type != "meta":
+        try:
+            node.meta["example_value"] = torch.empty_strided(result.shape, result.stride(), dtype=result.dtype,
+                                                             device="meta", requires_grad=result.requires_grad)
+            node.meta["device"] = result.device
+        except Exception:  # (a dtype or tensor kind the meta device does not have: the value itself)
+            pass
 
 
 def _real(obj):

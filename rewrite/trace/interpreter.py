@@ -22,7 +22,7 @@ from ..guards.guard import DefaultDtypeMatch, GradModeMatch, IdMatch, NotInMatch
 from ..guards.source import AttrSource, CellContentsSource, GlobalSource, GlobalsSource, ItemSource, LocalSource, Source
 from .graph import GraphBuilder
 from .side_effects import location
-from .values import CellVar, ConstVar, ExceptionVar, FunctionVar, ObjectVar, Var, mutations
+from .values import CellVar, ConstVar, ExceptionVar, FunctionVar, ObjectVar, Var, checkpoint_mark
 
 HANDLERS: dict = {}
 
@@ -76,7 +76,7 @@ class Checkpoint:
     __slots__ = ("ip", "stack", "locals", "kw_names", "graph_mark", "mutations", "grad_enabled")
 
     def __init__(self, frame):
-        self.mutations = mutations()
+        self.mutations = checkpoint_mark()
         self.ip = frame.ip
         self.stack = list(frame.stack)
         self.locals = dict(frame.locals)
@@ -296,7 +296,7 @@ class Frame:
     def __init__(self, tracer: Tracer, code, locals_, cells, globals_, global_source, parent):
         self.tracer = tracer
         self.code = code
-        self.instructions, self.index_of, (self.handled, self.user_try), self.handlers = instructions_of(code)
+        self.instructions, self.index_of, (self.handled, self.user_try, self.caught), self.handlers = instructions_of(code)
         self.locals: dict = locals_
         self.cells: dict[str, CellVar] = cells
         self.globals = globals_
@@ -313,11 +313,12 @@ class Frame:
 
     def in_try(self) -> bool:
         """Whether an exception raised now could be caught by a handler of this frame or a
-        caller's: a `try`, or a `with` over a context manager the trace did not enter itself
-        (its `__exit__` may swallow the exception). Traced grad-mode `with`s only re-raise."""
+        caller's: an `except` that may end it (a `finally` lets it go on), or a `with` over a
+        context manager the trace did not enter itself (its `__exit__` may swallow the
+        exception). Traced grad-mode `with`s only re-raise."""
         frame = self
         while frame is not None:
-            if frame.ip and frame.instructions[frame.ip - 1].offset in frame.user_try:
+            if frame.ip and frame.instructions[frame.ip - 1].offset in frame.caught:
                 return True
             if untraced_with_open(frame.stack):
                 return True

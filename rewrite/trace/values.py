@@ -28,27 +28,45 @@ first wrapped from its source (see `builder.py`).
 """
 from __future__ import annotations
 
+import itertools
+
 from ..guards.source import Source
 
 
 _mutations = 0
+_serial = itertools.count()  # Vars are numbered as they are made
+_watermark = 0  # the first number made after the root frame's latest checkpoint
+# (module state: one trace runs at a time, under rewrite.dispatch.COMPILE_LOCK)
 
 
-def note_mutation() -> None:
-    """A list or dict Var is about to change in place (graph breaks must not resume past it)."""
+def note_mutation(var: "Var | None" = None) -> None:
+    """A value the trace knows is about to change in place: a list, dict, set or object
+    `var`, or (None) something outside the call. A graph break must not resume past a change
+    to anything that existed at its checkpoint (the eager step would change it again); what
+    the failing part made itself after the checkpoint does not count (a callee filling a dict
+    of its own)."""
     global _mutations
-    _mutations += 1
+    if var is None or getattr(var, "born", 0) < _watermark:
+        _mutations += 1
 
 
 def mutations() -> int:
     return _mutations
 
 
+def checkpoint_mark() -> int:
+    """The mutation count now; Vars made from here on are newer than this checkpoint."""
+    global _watermark
+    _watermark = next(_serial)
+    return _mutations
+
+
 class Var:
-    __slots__ = ("source",)
+    __slots__ = ("source", "born")
 
     def __init__(self, source: Source | None = None):
         self.source = source
+        self.born = next(_serial)
 
     def python_value(self):
         """The real Python value, when the Var stands for one known at trace time."""

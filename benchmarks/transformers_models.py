@@ -1,0 +1,88 @@
+"""Hugging Face transformers models under rewrite.jit beside torch.compile (backend="eager").
+
+Run: .venv/bin/python benchmarks/transformers_models.py
+
+Tiny random-init GPT-2 and Llama (built from configs: no download), batch 1, 8 tokens, no_grad.
+Printed side by side, measured in one process: graphs, graph breaks and ops captured
+(rewrite.explain / torch._dynamo.explain), first-call time (fresh model each), and the
+steady-state time per forward against eager.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+import torch._dynamo  # noqa: E402
+import transformers  # noqa: E402
+
+import rewrite  # noqa: E402
+from rewrite import dispatch  # noqa: E402
+
+
+def gpt2():
+    cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=100, n_positions=64)
+    return transformers.GPT2LMHeadModel(cfg).eval()
+
+
+def llama():
+    cfg = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                   num_key_value_heads=2, vocab_size=100, max_position_embeddings=64)
+    return transformers.LlamaForCausalLM(cfg).eval()
+
+
+def steady_ms(fn, ids, n=30) -> float:
+    fn(input_ids=ids), fn(input_ids=ids)
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn(input_ids=ids)
+        best = min(best, (time.perf_counter() - t0) / n)
+    return best * 1e3
+
+
+def main():
+    torch.set_num_threads(1)
+    transformers.logging.set_verbosity_error()
+    print(f"transformers models -- {time.strftime('%Y-%m-%d')}, Python {platform.python_version()}, "
+          f"torch {torch.__version__}, transformers {transformers.__version__}, {platform.machine()}\n")
+    print(f"{'model':8} {'':14} {'graphs':>6} {'breaks':>6} {'ops':>5} {'eager entries':>13} "
+          f"{'1st call ms':>11} {'steady ms':>9} {'eager ms':>8}")
+    for name, make in (("gpt2", gpt2), ("llama", llama)):
+        torch.manual_seed(0)
+        ids = torch.randint(0, 100, (1, 8))
+        with torch.no_grad():
+            eager_model = make()
+            t_eager = steady_ms(eager_model, ids)
+            # rewrite
+            model = make()
+            seen: list = []
+            dispatch.OBSERVERS.append(seen)
+            rewrite.jit(model)
+            t0 = time.perf_counter()
+            model(input_ids=ids)
+            first = (time.perf_counter() - t0) * 1e3
+            dispatch.OBSERVERS.remove(seen)
+            out = rewrite.explain(make())(input_ids=ids)
+            fallbacks = sum(e.reason is not None for _, e in seen)
+            print(f"{name:8} {'rewrite.jit':14} {out.graph_count:6d} {out.graph_break_count:6d} {out.op_count:5d} "
+                  f"{fallbacks:13d} {first:11.1f} {steady_ms(model, ids):9.2f} {t_eager:8.2f}")
+            # torch.compile
+            torch._dynamo.reset()
+            model = make()
+            compiled = torch.compile(model, backend="eager")
+            t0 = time.perf_counter()
+            compiled(input_ids=ids)
+            first = (time.perf_counter() - t0) * 1e3
+            torch._dynamo.reset()
+            ex = torch._dynamo.explain(make())(input_ids=ids)
+            print(f"{'':8} {'torch.compile':14} {ex.graph_count:6d} {ex.graph_break_count:6d} {ex.op_count:5d} "
+                  f"{'-':>13} {first:11.1f} {steady_ms(compiled, ids):9.2f} {t_eager:8.2f}")
+
+
+if __name__ == "__main__":
+    main()

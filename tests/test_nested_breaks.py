@@ -1,0 +1,219 @@
+"""A graph break near a callee costs only that callee's unsupported step: the call at the
+break runs through a jitted copy of the callee (rewrite/callees.py), whose frame gets its own
+graphs and breaks; `CALL_FUNCTION_EX` is a break point; a callee's own containers do not
+stop the break."""
+import functools
+
+import torch
+
+import rewrite
+from rewrite import dispatcher_of, jit
+
+from conftest import assert_same, eager_copy
+
+
+def inner(x):
+    y = x.sin() * 2
+    print("", end="")  # a graph break: inner's own
+    return y.cos() + 1
+
+
+def decorator(func):
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):  # how decorators (transformers' among them) call the function
+        return func(*args, **kwargs) * 3
+    return wrapper
+
+
+wrapped_inner = decorator(inner)
+
+
+def test_a_break_behind_call_function_ex_compiles_the_callee():
+    def f(x):
+        return wrapped_inner(x + 1) - 1
+
+    eager = eager_copy(f)
+    jit(f)
+    x = torch.arange(4.0)
+    for _ in range(3):
+        assert_same(f(x), eager(x))
+    out = rewrite.explain(f)(x)
+    ops = [op for g in out.ops_per_graph for op in g]
+    assert {"sin", "cos", "add", "sub"} <= set(ops), out  # inner's ops are in graphs too
+    assert inner.__code__ is eager_copy(inner).__code__ and not hasattr(inner, "__rewrite_dispatcher__")
+
+
+def test_the_callee_copy_is_shared_and_compiled_once():
+    def f(x):
+        return inner(x) + 2
+
+    jit(f)
+    x = torch.ones(3)
+    eager = eager_copy(f)
+    for _ in range(3):
+        assert_same(f(x), eager(x))
+    from rewrite.callees import _COPIES
+    copy = _COPIES[inner][dispatcher_of(f).options][0]
+    assert dispatcher_of(copy).compiles == 1 and dispatcher_of(copy).entries[0].graph_module is not None
+
+
+def builds_its_own_dict(x):
+    d = {}
+    d["a"] = x * 2  # a dict made after the caller's checkpoint: not the caller's business
+    d["b"] = [x]
+    d["b"].append(x + 1)
+    print("", end="")
+    return d["a"] + d["b"][1]
+
+
+def test_a_callee_that_fills_its_own_dict_before_breaking_still_breaks():
+    def f(x):
+        y = x.exp()
+        return builds_its_own_dict(y) * y
+
+    eager = eager_copy(f)
+    jit(f)
+    x = torch.arange(3.0)
+    for _ in range(2):
+        assert_same(f(x), eager(x))
+    entry = dispatcher_of(f).entries[0]
+    assert entry.reason is None and entry.graph_break is not None  # a break, not a whole-call fallback
+
+
+def test_a_callee_changing_the_callers_list_still_runs_the_whole_call_eagerly():
+    def grow(items, x):
+        items.append(x * 2)
+        print("", end="")
+        return len(items)
+
+    def f(x):
+        items = [x]
+        n = grow(items, x)
+        return items[-1] + n
+
+    eager = eager_copy(f)
+    jit(f)
+    x = torch.arange(3.0)
+    assert_same(f(x), eager(x))
+    entry = dispatcher_of(f).entries[0]
+    assert entry.graph_break is None  # resuming would append twice: not a break here
+
+
+def test_modules_called_at_a_break_run_their_jitted_forward():
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            h = self.lin(x).relu()
+            print("", end="")
+            return h * 2
+
+    torch.manual_seed(0)
+    block = Block()
+
+    def f(x):
+        return block(x) + 1
+
+    eager = eager_copy(f)
+    jit(f)
+    x = torch.randn(2, 4)
+    for _ in range(2):
+        assert_same(f(x), eager(x))
+    ops = [op for g in rewrite.explain(f)(x).ops_per_graph for op in g]
+    assert "linear" in ops and "relu" in ops
+    assert "forward" not in block.__dict__  # the user's module is left as it is
+
+
+LOG = []
+
+
+def guarded(func):
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)  # a break here must still meet the finally below
+        finally:
+            LOG.append("exit")
+    return wrapper
+
+
+@guarded
+def guarded_inner(x):
+    y = x.tanh() * 4
+    print("", end="")
+    return y - x
+
+
+def test_a_break_at_a_call_inside_try_finally_keeps_the_handler_and_compiles_the_callee():
+    def f(x):
+        return guarded_inner(x * 2) + 1
+
+    eager = eager_copy(f)
+    jit(f)
+    x = torch.arange(3.0)
+    for _ in range(2):
+        LOG.clear()
+        got = f(x)
+        mine = list(LOG)
+        LOG.clear()
+        assert_same(got, eager(x))
+        assert mine == LOG == ["exit"]
+    ops = [op for g in rewrite.explain(f)(x).ops_per_graph for op in g]
+    assert "tanh" in ops and "mul" in ops
+
+
+def raises_inside(x):
+    y = x * 2
+    print("", end="")
+    raise ValueError("from the callee")
+
+
+def test_an_exception_from_the_call_inside_try_meets_the_users_handler():
+    def f(x):
+        LOG.append("start")
+        try:
+            return raises_inside(x)
+        except ValueError as e:
+            LOG.append(str(e))
+            return x - 1
+        finally:
+            LOG.append("finally")
+
+    eager = eager_copy(f)
+    jit(f)
+    x = torch.ones(2)
+    for _ in range(2):
+        LOG.clear()
+        got = f(x)
+        mine = list(LOG)
+        LOG.clear()
+        assert_same(got, eager(x))
+        assert mine == LOG == ["start", "from the callee", "finally"]
+    assert dispatcher_of(f).entries[0].graph_break is not None  # a break at the call, not a fallback
+
+
+def scaled(x, offset=0.0, *, scale=1.0):
+    y = x * scale
+    print("", end="")
+    return y + offset
+
+
+def test_a_keyword_call_inside_try_resumes_with_its_keyword_names():
+    def f(x):
+        try:
+            return scaled(x, 0.5, scale=3.0) - scaled(x, scale=2.0)  # KW_NAMES before each call
+        finally:
+            LOG.append("done")
+
+    eager = eager_copy(f)
+    jit(f)
+    x = torch.arange(3.0)
+    for _ in range(2):
+        LOG.clear()
+        got = f(x)
+        assert LOG == ["done"]
+        LOG.clear()
+        assert_same(got, eager(x))
+    assert dispatcher_of(f).entries[0].graph_break is not None
