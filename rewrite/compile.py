@@ -399,8 +399,11 @@ def _break_entry(dispatcher, tracer, brk, name: str, start: float) -> Entry | No
         tracer.read_grad_mode()
     gm, compiled = call_backend(cap, backend_name, backend, name)
     failure = GraphFailure(dispatcher, backend_name)
-    guard, fn, source = load_entry(tracer.guards, cap, compiled, dispatcher.params, dispatcher.globals, name,
-                                   miss=dispatcher.MISS, brk=brk, failure=failure)
+    try:
+        guard, fn, source = load_entry(tracer.guards, cap, compiled, dispatcher.params, dispatcher.globals, name,
+                                       miss=dispatcher.MISS, brk=brk, failure=failure)
+    except Unsupported:
+        return None  # (no resume function for this break: the whole call runs eagerly)
     brk.log(dispatcher.qualname)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
                   ops=tracer.graph.op_count, graph_break=str(brk.error), where=list(brk.error.where))

@@ -10,6 +10,7 @@ import rewrite
 from rewrite import dispatcher_of, jit
 
 from conftest import assert_same, eager_copy
+from rewrite.fuzz.programs import PRELUDE
 
 
 def inner(x):
@@ -217,3 +218,58 @@ def test_a_keyword_call_inside_try_resumes_with_its_keyword_names():
         LOG.clear()
         assert_same(got, eager(x))
     assert dispatcher_of(f).entries[0].graph_break is not None
+
+
+def test_a_method_call_inside_try_that_raises_unwinds_to_the_handlers_depth():
+    """A break at a method call inside `try` whose call raises: the handler sees it, and the
+    frame goes on as eager's."""
+    def f(x, y):
+        try:
+            t = [x, y].index(x * 1)  # x == x * 1 is a tensor: bool() of it raises for 2+ elements
+        except (ValueError, RuntimeError) as e:
+            t = type(e).__name__
+        z = [x + 1, y][-1] * 2
+        return t, torch.cat((z, z + 1))
+
+    eager = eager_copy(f)
+    jit(f)
+    for shape in ((2, 3), (5,), (1,)):
+        x, y = torch.randn(shape), torch.randn(shape)
+        for _ in range(2):
+            assert_same(f(x, y), eager(x, y))
+
+
+# the fuzzer's program at seed 1801: its helper classes from the fuzzer's own prelude, then f
+SEED_1801 = "\n\n".join(["import collections\nimport torch"] + [PRELUDE[n] for n in ("Acc", "Scaled", "Pair", "Rows")]) + """
+
+def f(x0, x1, x2, x3, x4, acc):
+    try:
+        t1 = [x4, x3].index(x4 * 1)
+    except (ValueError, RuntimeError) as e:
+        t1 = type(e).__name__
+    o2 = acc.push(x4) + acc
+    o3 = o2 + x3
+    o4 = Pair(x3, x0)
+    t5 = o4._asdict()
+    t6 = list(Rows(x4))[-1]
+    t8 = torch.cat((t6, t6 * 2))
+    return t6
+"""
+
+
+def test_the_fuzzers_seed_1801_program_with_a_break_at_a_call_inside_try():
+    """Found by the fuzzer (seed 1801): the resume function starts inside the `try`, whose
+    beginning it never reaches; its handler must keep the original's stack depth (a wrong one
+    left freed stack slots behind: a crash, a hang or a call of garbage later in the frame)."""
+    import types
+    ns = {}
+    exec(compile(SEED_1801, "<seed 1801>", "exec"), ns)
+    f = ns["f"]
+    eager = types.FunctionType(f.__code__, ns, "f")
+    jit(f)
+    torch.manual_seed(0)
+    for shape in ((2, 3), (5,)):
+        xs = [torch.randn(shape) for _ in range(5)]
+        for _ in range(2):
+            got = f(*xs, ns["Scaled"](torch.ones(shape)))
+            assert_same(got, eager(*xs, ns["Scaled"](torch.ones(shape))))
