@@ -35,7 +35,8 @@ class ExplainOutput:
     graphs: list = field(default_factory=list)  # torch.fx.GraphModule, in compile order
     graph_count: int = 0
     graph_break_count: int = 0
-    break_reasons: list = field(default_factory=list)  # BreakReason
+    break_reasons: list = field(default_factory=list)  # BreakReason, each graph break and each call run eagerly
+    eager_reasons: list = field(default_factory=list)  # BreakReason, the calls of them that ran wholly eagerly
     ops_per_graph: list = field(default_factory=list)  # [[op names]]
     guards: list = field(default_factory=list)  # guard source of each entry compiled
     result: object = None
@@ -50,6 +51,9 @@ class ExplainOutput:
         if self.break_reasons:
             lines.append("Break reasons:")
             lines += [f"  {i + 1}. {r}" for i, r in enumerate(self.break_reasons)]
+        if self.eager_reasons:
+            lines.append("Ran wholly eagerly (nothing of that call compiled):")
+            lines += [f"  {i + 1}. {r}" for i, r in enumerate(self.eager_reasons)]
         for i, ops in enumerate(self.ops_per_graph):
             lines.append(f"Ops in graph {i + 1}: {', '.join(ops) if ops else '(none)'}")
         lines.append("Guards:")
@@ -99,6 +103,8 @@ def explain(fn, backend=None):
             if reason is not None:
                 where = getattr(entry, "where", [])
                 out.break_reasons.append(BreakReason(reason.split("\n  at ")[0], where))
+                if entry.reason is not None:
+                    out.eager_reasons.append(out.break_reasons[-1])
         out.graph_count = len(out.graphs)
         out.graph_break_count = len(out.break_reasons)
         return out

@@ -172,6 +172,8 @@ def test_a_call_that_runs_wholly_eagerly_warns_once_with_the_reason():
         assert_same(f(torch.ones(2)), eager(torch.ones(2)))
         assert_same(f(torch.ones(3, 2)), eager(torch.ones(3, 2)))  # a second entry: no second warning
     assert len(seen) == 1 and seen[0].filename == __file__ and seen[0].lineno == f.__code__.co_firstlineno
+    out = rewrite.explain(eager)(torch.ones(2))  # explain lists the call as run wholly eagerly
+    assert out.graph_count == 0 and len(out.eager_reasons) == 1 and "Ran wholly eagerly" in str(out)
 
 
 def test_a_call_that_raises_eagerly_does_not_warn():
