@@ -130,6 +130,17 @@ def test_modules_called_at_a_break_run_their_jitted_forward():
 LOG = []
 
 
+def assert_logged_same(f, eager, x, expected_log):
+    """f and its eager copy give the same result and leave the same LOG (the handlers ran)."""
+    runs = []
+    for fn in (f, eager):
+        LOG.clear()
+        runs.append((fn(x), list(LOG)))
+    LOG.clear()
+    assert_same(runs[0][0], runs[1][0])
+    assert runs[0][1] == runs[1][1] == expected_log
+
+
 def guarded(func):
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -155,12 +166,7 @@ def test_a_break_at_a_call_inside_try_finally_keeps_the_handler_and_compiles_the
     jit(f)
     x = torch.arange(3.0)
     for _ in range(2):
-        LOG.clear()
-        got = f(x)
-        mine = list(LOG)
-        LOG.clear()
-        assert_same(got, eager(x))
-        assert mine == LOG == ["exit"]
+        assert_logged_same(f, eager, x, ["exit"])
     ops = [op for g in rewrite.explain(f)(x).ops_per_graph for op in g]
     assert "tanh" in ops and "mul" in ops
 
@@ -186,12 +192,7 @@ def test_an_exception_from_the_call_inside_try_meets_the_users_handler():
     jit(f)
     x = torch.ones(2)
     for _ in range(2):
-        LOG.clear()
-        got = f(x)
-        mine = list(LOG)
-        LOG.clear()
-        assert_same(got, eager(x))
-        assert mine == LOG == ["start", "from the callee", "finally"]
+        assert_logged_same(f, eager, x, ["start", "from the callee", "finally"])
     assert dispatcher_of(f).entries[0].graph_break is not None  # a break at the call, not a fallback
 
 
@@ -212,11 +213,7 @@ def test_a_keyword_call_inside_try_resumes_with_its_keyword_names():
     jit(f)
     x = torch.arange(3.0)
     for _ in range(2):
-        LOG.clear()
-        got = f(x)
-        assert LOG == ["done"]
-        LOG.clear()
-        assert_same(got, eager(x))
+        assert_logged_same(f, eager, x, ["done"])
     assert dispatcher_of(f).entries[0].graph_break is not None
 
 
