@@ -9,7 +9,7 @@ import weakref
 
 import torch
 
-from . import logs
+from . import callees, logs
 from .bytecode import dynamo, is_rewritten, splice_prologue
 from .bytecode.compat import CO_GENERATOR_LIKE
 from .dispatch import MISS, Dispatcher, Options
@@ -62,20 +62,30 @@ def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None 
         return fn  # (the last: torch._dynamo.disable / torch.compiler.disable's wrapper)
     if code.co_flags & CO_GENERATOR_LIKE:
         return fn  # generators and coroutines run as they are
-    key = (code, id(target.__globals__), options)
+    rewrite_code(target, options, callees.share_key(target))
+    return fn
+
+
+def rewrite_code(target: types.FunctionType, options: Options, share: tuple = ()) -> None:
+    """Give `target` the rewritten code of its code, globals and options (and `share`: what
+    else must match for two functions to share one dispatcher -- see callees.share_key)."""
+    code = target.__code__
+    key = (code, id(target.__globals__), options, share)
     new = _REWRITTEN.get(key)
     dispatcher = slot_of(new).owner() if new is not None else None
     if dispatcher is None or dispatcher.globals is not target.__globals__:
         dispatcher = Dispatcher(code, target.__globals__, options, target.__qualname__)
         dispatcher.warn_eager = True
-        new = splice_prologue(code, dispatcher.slot, MISS)
+        dispatcher.share = share
+        dispatcher.route = callees.router(dispatcher)
+        new = splice_prologue(code, dispatcher.slot, MISS, dispatcher.route,  # (its eager parts: routed)
+                              callees.plain_origin(target.__globals__, code))
         _REWRITTEN[key] = new
         if logs.enabled("bytecode"):
             logs.get("bytecode").debug("ORIGINAL BYTECODE %s\n%s\nMODIFIED BYTECODE %s\n%s",
                                        target.__qualname__, _dis(code), target.__qualname__, _dis(new))
     target.__code__ = new
     target.__dict__[OWNER] = dispatcher  # the function owns its compiled code (see rewrite.slot.Slot)
-    return fn
 
 
 def _jit_module(module, backend, fullgraph, dynamic):
@@ -135,6 +145,7 @@ def disable(fn):
         from .bytecode import original_code
         target.__code__ = original_code(target.__code__)
     DISABLED.add(target)
+    callees.forget()  # (a jitted copy of it made before is not called again)
     return fn
 
 

@@ -213,9 +213,9 @@ class Break:
             # inside a try: the call must raise into the user's handler, so the resume function
             # starts at the call itself and runs the rest of the frame as it is (not compiled); the
             # callee is a jitted copy, so its frame is compiled all the same
-            consts["___jitted"], consts["___options"] = callees.jitted, dispatcher.options
+            consts["___route"] = callees.route_of(dispatcher)
             fn = self.call["fn"]
-            value[fn] = f"___jitted({value[fn]}, ___options)"
+            value[fn] = f"___route({value[fn]})"
             start = call_start(tracer.root.instructions, self.cp.ip)  # (its KW_NAMES too)
             resume = self.resume(tracer, dispatcher, consts, start, below, (), compiled=False)
             return [f"return {resume}({', '.join([*passed(below), *local_args])})"]
@@ -234,8 +234,8 @@ class Break:
             kwargs = "{" + ", ".join(f"{k!r}: {value[i]}" for k, i in c["kw"].items()) + "}" \
                 if c["starstar"] is None else value[c["starstar"]]
             # the callee's frame gets its own graphs: a jitted copy (see rewrite/callees.py)
-            consts["___jitted"], consts["___options"] = callees.jitted, dispatcher.options
-            fn = f"___jitted({value[c['fn']]}, ___options)"
+            consts["___route"] = callees.route_of(dispatcher)
+            fn = f"___route({value[c['fn']]})"
             # the user's line in tracebacks; the function's globals for what reads them (globals())
             call = _at_line(consts, tracer.code, self.inst.offset, "call", globals_=dispatcher.globals)
             lines, results = [f"___r0 = {call}({fn}, {pos}, {kwargs})"], ["___r0"]
@@ -262,17 +262,20 @@ class Break:
         code = tracer.code
         slots = (*map(_slot, below), *("value" for _ in results))
         # code objects compare by value: the same source run in two modules must not share globals
-        key = (code, id(dispatcher.globals), offset, slots, self.local_names, dispatcher.options, compiled)
+        key = (code, id(dispatcher.globals), offset, slots, self.local_names, dispatcher.options, compiled,
+               dispatcher.share)  # (a decorator's copies: one resume function per wrapped function)
         fn = _RESUMES.get(key)
         if fn is None or fn.__globals__ is not dispatcher.globals:
             line = _line_of(tracer.root, offset)
             name = f"resume_in_{code.co_name}_at_{line}"
-            new = resume_code(code, offset, slots, self.local_names, name)
+            router = None if compiled else callees.route_of(dispatcher)  # (jit routes the others)
+            new = resume_code(code, offset, slots, self.local_names, name, router,
+                              callees.plain_origin(dispatcher.globals, code))
             fn = types.FunctionType(new, dispatcher.globals, name,
                                     None, tuple(types.CellType() for _ in code.co_freevars) or None)
             o = dispatcher.options
             if compiled:
-                api.jit(fn, backend=o.backend, fullgraph=o.fullgraph, dynamic=o.dynamic)
+                api.rewrite_code(fn, o, dispatcher.share)  # (equal code objects: shared only as the caller's)
                 api.dispatcher_of(fn).warn_eager = False  # (part of a call whose entry is compiled)
             _RESUMES[key] = fn
         name = f"___resume{sum(k.startswith('___resume') for k in consts)}"

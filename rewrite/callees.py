@@ -1,19 +1,23 @@
 """Callees compiled on demand: what a frame hook would catch, without one.
 
 Dynamo's frame hook sees every frame a compiled function's eager parts call. rewrite has no
-hook, so where a graph break runs a call eagerly (the call the tracer gave up inside), the
-entry calls the callee through `jitted(fn, options)`: a jitted *copy* of the user's function
-(one per function and options, the user's function itself left as it is), so the callee's
-frame gets its own graphs, graph breaks and resume functions -- and so on down the failing
-path. A module called there goes through a jitted copy of its class's forward when it has
-no hooks (`module(x)` otherwise). Functions of the standard library, torch, triton and
-rewrite, disabled ones, generators and coroutines are called as they are.
+hook, so wherever a jitted function's code runs eagerly -- a call a graph break runs, a
+fallback entry's original bytecode (rewrite/bytecode/route.py), a resume function that runs
+as it is -- the callable goes through `jitted(fn, options)` first: a jitted *copy* of the
+user's function (one per function and options, the user's function itself left as it is),
+so the callee's frame gets its own graphs, graph breaks and resume functions -- and so on
+down. A module goes through a jitted copy of its class's forward when `module(x)` would
+only call that forward (no hooks, no `__call__` of its own, no `module.compile()`), a
+callable object through its class's `__call__`, a `functools.partial` through its
+function. Functions of the standard library, torch, triton and rewrite, disabled ones,
+generators and coroutines are called as they are.
 """
 from __future__ import annotations
 
 import functools
 import os
 import sysconfig
+import threading
 import types
 import weakref
 
@@ -23,52 +27,243 @@ from .bytecode import is_rewritten, original_code
 from .bytecode.compat import CO_GENERATOR_LIKE
 from .slot import Options
 
-# function -> {options: (jitted copy, code, defaults, kwdefaults)}: the copy is remade when the
-# function's code or defaults are reassigned
-_COPIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# id(function) -> (weak reference to it, {_key(options): (copy, code, defaults, kwdefaults)}): the
+# copy is remade when the function's code or defaults are reassigned; a function that is not
+# compiled maps to itself. (Keyed by id for speed: a routed call looks it up every time.)
+_COPIES: dict = {}
+_LOCK = threading.RLock()  # (making a copy; looking one up takes no lock)
 _PATHS = sysconfig.get_paths()
 _STDLIB = tuple(os.path.realpath(_PATHS[k]) + os.sep for k in ("stdlib", "platstdlib"))
 _SITE = tuple(os.path.realpath(_PATHS[k]) + os.sep for k in ("purelib", "platlib"))  # (inside platstdlib in a venv)
 _OURS = tuple(os.path.realpath(p) + os.sep for p in (os.path.dirname(torch.__file__), os.path.dirname(__file__)))
 _SKIPPED_MODULES = ("torch", "triton", "rewrite")
+_FUNCTION, _METHOD, _PARTIAL = types.FunctionType, types.MethodType, functools.partial
+_MODULE_CALL = torch.nn.Module.__call__
+# types whose instances are never routed: what most calls call
+_PLAIN = frozenset({types.BuiltinFunctionType, types.BuiltinMethodType, type, types.MethodWrapperType,
+                    types.WrapperDescriptorType, types.MethodDescriptorType, types.ClassMethodDescriptorType,
+                    type(None)})
 
 
 def jitted(fn, options: Options):
-    """What the entry calls in place of `fn` at a call break."""
+    """What eagerly-run code of a jitted function calls in place of `fn`."""
     t = type(fn)
-    if t is types.FunctionType:
+    if t is _FUNCTION:
         return _copy(fn, options)
-    if t is types.MethodType and type(fn.__func__) is types.FunctionType:
-        func = _copy(fn.__func__, options)
-        return fn if func is fn.__func__ else types.MethodType(func, fn.__self__)
-    if isinstance(fn, torch.nn.Module) and not _has_hooks(fn) and "forward" not in fn.__dict__:
-        forward = getattr(type(fn), "forward", None)
-        if type(forward) is types.FunctionType:
-            func = _copy(forward, options)
-            if func is not forward:
-                return types.MethodType(func, fn)
+    if t in _PLAIN:
+        return fn
+    if t is _METHOD:
+        func = fn.__func__
+        if type(func) is not _FUNCTION:
+            return fn
+        copy = _copy(func, options)
+        return fn if copy is func else _METHOD(copy, fn.__self__)
+    if t is _PARTIAL:
+        func = jitted(fn.func, options)
+        return fn if func is fn.func else _PARTIAL(func, *fn.args, **fn.keywords)
+    if isinstance(fn, torch.nn.Module):
+        return _module(fn, options)
+    if isinstance(t, type) and issubclass(t, type):
+        return fn  # a class (of a metaclass): its __init__ runs as it is
+    call = getattr(t, "__call__", None)
+    if type(call) is _FUNCTION:  # a callable object of a user class
+        copy = _copy(call, options)
+        if copy is not call:
+            return _METHOD(copy, fn)
     return fn
 
 
+def router(dispatcher):
+    """The function `dispatcher`'s eagerly-run code passes each call's callable through (see
+    bytecode/route.py; a call break's entry calls it too). It keeps the copies it hands out
+    alive for as long as the dispatcher lives (`dispatcher.callees`, one per code): a closure
+    made anew by each call of its function gets a new copy each time, and that copy shares the
+    compiled code and cache of the one before. (It holds the dispatcher weakly: the rewritten
+    code holds the router.)"""
+    options, owner, key = dispatcher.options, weakref.ref(dispatcher), _key(dispatcher.options)
+
+    def route(fn, _function=_FUNCTION, _plain=_PLAIN, _copies=_COPIES):
+        t = type(fn)
+        if t is _function:  # the fast path: a function seen before
+            have = _copies.get(id(fn))
+            if have is not None:
+                made = have[1].get(key)
+                if made is not None and made[1] is fn.__code__ and made[2] is fn.__defaults__ and \
+                        made[3] is fn.__kwdefaults__ and have[0]() is fn:
+                    return made[0]
+        elif t in _plain:
+            return fn
+        try:
+            out = jitted(fn, options)
+        except Exception:  # (never the user's error: calling fn itself is what eager does)
+            return fn
+        if out is not fn:
+            d = owner()
+            func = getattr(out, "__func__", getattr(out, "func", out))
+            if d is not None and type(func) is _FUNCTION:
+                d.callees[(func.__code__, share_key(func))] = out
+        return out
+    route.__qualname__ = route.__name__ = "route"
+    return route
+
+
+def plain_origin(globals_: dict, code=None):
+    """For the routing pass (bytecode/route.py): whether a callable loaded from `origin` is
+    one `jitted` hands back as it is, judged from what `globals_` (and the builtins and
+    modules they lead to) hold now -- a builtin, a class, a torch or standard-library
+    function -- so its calls are not routed at all. (A name rebound later to a user function
+    is then not compiled apart: routing only ever adds compiled callees, never changes what
+    a call does.) A method whose name is one of a tensor's or a builtin container's, called on
+    a local other than the first parameter (`self`), is taken to be that: `x.view(...)`,
+    `out.append(...)`."""
+    first = code.co_varnames[0] if code is not None and code.co_argcount else None
+    builtins = globals_.get("__builtins__", {})
+    builtins = builtins if isinstance(builtins, dict) else getattr(builtins, "__dict__", {})
+
+    def resolve(origin):
+        if origin is None:
+            return _UNKNOWN
+        if origin[0] == "local":
+            return _UNKNOWN
+        if origin[0] == "global":
+            name = origin[1]
+            return globals_[name] if name in globals_ else builtins.get(name, _UNKNOWN)
+        base = resolve(origin[1])
+        if not isinstance(base, types.ModuleType):
+            return _UNKNOWN  # (an attribute of anything else may be computed: not looked at)
+        return base.__dict__.get(origin[2], _UNKNOWN)  # (not getattr: a lazy module would import)
+
+    def plain(origin) -> bool:
+        if origin is not None and origin[0] == "attr" and origin[1] is not None and origin[1][0] == "local":
+            return origin[1][1] != first and origin[2] in _DATA_METHODS
+        value = resolve(origin)
+        if value is _UNKNOWN:
+            return False
+        t = type(value)
+        if t in _PLAIN or isinstance(value, type):
+            return True
+        if t is _FUNCTION:
+            code = value.__code__
+            module = (value.__module__ or "").partition(".")[0]
+            return module in _SKIPPED_MODULES or _library_file(code.co_filename)
+        return False
+    return plain
+
+
+_UNKNOWN = object()
+_DATA_METHODS = frozenset(name for t in (torch.Tensor, list, dict, set, tuple, str, bytes) for name in dir(t)
+                          if not name.startswith("__"))
+_OPTION_KEYS: dict = {}  # Options -> a small int (an Options hashes in Python: too slow per call)
+
+
+def _key(options: Options) -> int:
+    key = _OPTION_KEYS.get(options)
+    if key is None:
+        key = _OPTION_KEYS.setdefault(options, len(_OPTION_KEYS))
+    return key
+
+
+def copy_of(fn, options: Options):
+    """The jitted copy of function `fn` made for `options` (None if none was made)."""
+    have = _COPIES.get(id(fn))
+    made = have[1].get(_key(options)) if have is not None and have[0]() is fn else None
+    return made[0] if made is not None and made[0] is not fn else None
+
+
+def route_of(dispatcher):
+    """The dispatcher's router, made now if jit did not make it (the import hook's)."""
+    if dispatcher.route is None:
+        dispatcher.route = router(dispatcher)
+    return dispatcher.route
+
+
+def forget() -> None:
+    """Drop every copy (a function was disabled: it is called as it is from now on)."""
+    with _LOCK:
+        _COPIES.clear()
+
+
+def _module(module: torch.nn.Module, options: Options):
+    if type(module).__call__ is not _MODULE_CALL or getattr(module, "_compiled_call_impl", None) is not None \
+            or _has_hooks(module) or "forward" in module.__dict__:
+        return module
+    forward = getattr(type(module), "forward", None)
+    if type(forward) is _FUNCTION:
+        func = _copy(forward, options)
+        if func is not forward:
+            return _METHOD(func, module)
+    return module
+
+
 def _copy(fn: types.FunctionType, options: Options):
-    if not _compilable(fn):
-        return fn
-    by_options = _COPIES.get(fn)
-    if by_options is None:
-        by_options = _COPIES[fn] = {}
-    have = by_options.get(options)
-    if have is not None and have[1] is fn.__code__ and have[2] is fn.__defaults__ and have[3] is fn.__kwdefaults__:
-        return have[0]
-    from .api import OWNER, jit, dispatcher_of
+    have = _COPIES.get(id(fn))
+    if have is not None and have[0]() is fn:
+        made = have[1].get(_key(options))
+        if made is not None and made[1] is fn.__code__ and made[2] is fn.__defaults__ and \
+                made[3] is fn.__kwdefaults__:
+            return made[0]
+    with _LOCK:
+        copy = _make(fn, options) if _compilable(fn) else fn
+        have = _COPIES.get(id(fn))
+        if have is None or have[0]() is not fn:
+            key = id(fn)
+
+            def gone(ref, key=key, copies=_COPIES):
+                if copies.get(key, (None,))[0] is ref:
+                    del copies[key]
+            have = _COPIES[key] = (weakref.ref(fn, gone), {})
+        have[1][_key(options)] = (copy, fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+    return copy
+
+
+def _make(fn: types.FunctionType, options: Options):
+    from .api import OWNER, dispatcher_of, rewrite_code
     copy = types.FunctionType(original_code(fn.__code__), fn.__globals__, fn.__name__, fn.__defaults__,
                               fn.__closure__)
     copy.__kwdefaults__ = fn.__kwdefaults__
     copy.__qualname__, copy.__module__, copy.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
-    copy.__dict__.update((k, v) for k, v in fn.__dict__.items() if k != OWNER)  # (no __wrapped__: the cache
-    jit(copy, backend=options.backend, fullgraph=options.fullgraph, dynamic=options.dynamic)  # holds fn weakly)
-    dispatcher_of(copy).warn_eager = False  # (the caller's entry is compiled: this is its eager part)
-    by_options[options] = (copy, fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+    copy.__dict__.update((k, v) for k, v in fn.__dict__.items() if k != OWNER)  # (no __wrapped__: nothing
+    rewrite_code(copy, options, share_key(copy))  # holds fn)
+    d = dispatcher_of(copy)
+    if d.plain:
+        return fn
+    d.warn_eager = False  # (the caller's entry is compiled: this is its eager part)
+    d.on_plain = functools.partial(_plain, d, weakref.ref(fn), options)
     return copy
+
+
+def _plain(dispatcher, ref, options) -> None:
+    """A copy's compile found no tensors and no ops (Python-only work, as Dynamo skips frames
+    without tensors): its function, and any closure of its code made later, is called as it
+    is -- the prologue and guards would only cost."""
+    dispatcher.plain = True
+    fn = ref()
+    with _LOCK:
+        have = _COPIES.get(id(fn)) if fn is not None else None
+        if have is not None and have[0]() is fn:
+            have[1][_key(options)] = (fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+
+
+_BY_IDENTITY = (types.FunctionType, types.MethodType, type, functools.partial, types.BuiltinFunctionType,
+                types.ModuleType)
+
+
+def share_key(fn: types.FunctionType) -> tuple:
+    """What else two copies of one code share a dispatcher by: the functions, classes and
+    modules their cells hold. A decorator's wrapper is one code over many wrapped functions:
+    each gets its own dispatcher (one cache would hold an entry per wrapped function and hit
+    the recompile limit), while a closure its function makes anew on every call, over the
+    same functions, shares one cache with the one before. (The copy holds its cells: no id
+    here is reused while it lives.)"""
+    key = []
+    for cell in fn.__closure__ or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # (an empty cell)
+            key.append(None)
+            continue
+        key.append(id(value) if isinstance(value, _BY_IDENTITY) else None)
+    return tuple(key)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -72,6 +72,11 @@ class Dispatcher:
         self._warned_limit = False
         self.warn_eager = False  # say when a call runs wholly eagerly (set by jit: not resume functions, the hook)
         self._warned_eager = False
+        self.callees: dict = {}  # (code, share key) -> the jitted copy its eager parts called last (callees.router)
+        self.route = None  # that router (api.jit makes it)
+        self.share = ()  # what else its functions share besides code and globals (callees.share_key)
+        self.on_plain = None  # called when a compile found no tensors and no ops (callees._make sets it)
+        self.plain = False  # (then: callees call the original function, not this one's)
         _ALL.add(self)
 
     # -- the miss path ----------------------------------------------------------------------
@@ -123,6 +128,9 @@ class Dispatcher:
         finally:
             self._busy = False
         self.compiles += 1
+        if self.on_plain is not None and entry.graph_module is None and entry.graph_break is None \
+                and entry.reason is None and not _holds_tensors(args):
+            self.on_plain()  # (a callee copy with no tensors and no ops: called as it is from now on)
         if entry.reason is not None:
             if logs.enabled("graph_breaks"):
                 logs.get("graph_breaks").debug("%s runs eagerly: %s", self.qualname, entry.reason)
@@ -157,7 +165,8 @@ class Dispatcher:
         """Once per function: this call (and the calls its entry accepts) ran wholly eagerly."""
         reason = entry.reason.split("\n  at ")[0].splitlines()[0]
         at = "".join(f" (at {f}:{line})" for f, line, _fn in entry.where[-1:])
-        warnings.warn_explicit(f"rewrite: nothing of {self.qualname} was compiled; the call ran eagerly: {reason}{at}. "
+        warnings.warn_explicit(f"rewrite: {self.qualname} ran wholly eagerly, none of its own code compiled: "
+                               f"{reason}{at}. (The functions it calls compile on their own.) "
                                "rewrite.explain(fn)(...) shows the graphs and breaks", EagerWarning,
                                self.code.co_filename, self.code.co_firstlineno, module=self.globals.get("__name__"))
 
@@ -304,3 +313,18 @@ def dispatch_key(entries, most: int = 4) -> tuple[list[str], dict]:
 def reset_all() -> None:
     for d in list(_ALL):
         d.reset()
+
+
+def _holds_tensors(args) -> bool:
+    """Whether a call's arguments (and cells) hold a tensor, one container level deep."""
+    import torch
+    for a in args:
+        if type(a).__name__ == "cell":
+            try:
+                a = a.cell_contents
+            except ValueError:
+                continue
+        items = a.values() if isinstance(a, dict) else a if isinstance(a, (tuple, list)) else (a,)
+        if any(isinstance(i, torch.Tensor) for i in items):
+            return True
+    return False

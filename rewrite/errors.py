@@ -48,9 +48,9 @@ class RaisesEagerly(WholeCallEager):
 
 
 class EagerWarning(RuntimeWarning):
-    """A call of a `@jit` function ran wholly eagerly: nothing of it was compiled (said once
-    per function, with the reason and where; `warnings.simplefilter("ignore", EagerWarning)`
-    silences it)."""
+    """A call of a `@jit` function ran wholly eagerly: none of its own code was compiled (the
+    functions it calls compile on their own). Said once per function, with the reason and
+    where; `warnings.simplefilter("ignore", EagerWarning)` silences it."""
 
 
 class BackendCompilerFailed(RewriteError):

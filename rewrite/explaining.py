@@ -52,7 +52,7 @@ class ExplainOutput:
             lines.append("Break reasons:")
             lines += [f"  {i + 1}. {r}" for i, r in enumerate(self.break_reasons)]
         if self.eager_reasons:
-            lines.append("Ran wholly eagerly (nothing of that call compiled):")
+            lines.append("Ran wholly eagerly (none of that frame's own code compiled; its callees compile apart):")
             lines += [f"  {i + 1}. {r}" for i, r in enumerate(self.eager_reasons)]
         for i, ops in enumerate(self.ops_per_graph):
             lines.append(f"Ops in graph {i + 1}: {', '.join(ops) if ops else '(none)'}")

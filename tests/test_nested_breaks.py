@@ -53,8 +53,8 @@ def test_the_callee_copy_is_shared_and_compiled_once():
     eager = eager_copy(f)
     for _ in range(3):
         assert_same(f(x), eager(x))
-    from rewrite.callees import _COPIES
-    copy = _COPIES[inner][dispatcher_of(f).options][0]
+    from rewrite.callees import copy_of
+    copy = copy_of(inner, dispatcher_of(f).options)
     assert dispatcher_of(copy).compiles == 1 and dispatcher_of(copy).entries[0].graph_module is not None
 
 

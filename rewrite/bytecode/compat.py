@@ -208,6 +208,78 @@ def call_start(instructions: list, index: int) -> int:
     return instructions[index].offset
 
 
+# -- calls routed in code that runs eagerly (route.py) -------------------------------------
+ROUTES_CALLS = PY311  # (3.12: LOAD_ATTR's method flag and LOAD_SUPER_ATTR; 3.13: CALL_KW, the NULL above)
+
+
+METHOD_LOADS = ("LOAD_METHOD",)  # what pushes [method, self] or [NULL, bound]
+
+
+def plain_method_load(Instr, ins):
+    """A method load (which pushes [method, self] or [NULL, bound]) rewritten to push the
+    attribute and its NULL as a plain call does -- so every call finds its callable in one
+    place -- or None when `ins` loads no method."""
+    if ins.name != "LOAD_METHOD":
+        return None
+    loc = ins.location
+    return [Instr("LOAD_ATTR", ins.arg, location=loc), Instr("PUSH_NULL", location=loc),
+            Instr("SWAP", 2, location=loc)]
+
+
+def callable_depth(ins):
+    """How deep (1: the top) the callable of call instruction `ins` sits, its method loads
+    made plain (see plain_method_load); None for other instructions."""
+    if ins.name == "PRECALL":  # (CALL follows it, with the stack unchanged)
+        return None
+    if ins.name == "CALL":  # [NULL, callable, *args]
+        return ins.arg + 1
+    if ins.name == "CALL_FUNCTION_EX":  # [NULL, callable, args, kwargs if arg & 1]
+        return 2 + (ins.arg & 1)
+    return None
+
+
+def with_exit_call(instrs: list, index: int) -> bool:
+    """Whether the call at `instrs[index]` is a `with` block's exit: `__exit__(None, None, None)`
+    (3.11: three LOAD_CONST None, the bound __exit__ in the method slot)."""
+    prev = instrs[index - 4:index]
+    return len(prev) == 4 and getattr(prev[3], "name", None) == "PRECALL" and all(
+        getattr(i, "name", None) == "LOAD_CONST" and i.arg is None for i in prev[:3])
+
+
+# (pops, pushes) of the instructions a call's callable and arguments are usually made of
+# (3.11): enough to find, walking back from a call, which instruction pushed its callable
+STACK_IO = {
+    "LOAD_FAST": (0, 1), "LOAD_CONST": (0, 1), "LOAD_DEREF": (0, 1), "LOAD_CLOSURE": (0, 1),
+    "LOAD_NAME": (0, 1), "LOAD_CLASSDEREF": (0, 1), "PUSH_NULL": (0, 1), "LOAD_ATTR": (1, 1),
+    "LOAD_METHOD": (1, 2), "LOAD_GLOBAL": lambda arg: (0, 2 if arg[0] else 1), "BINARY_OP": (2, 1),
+    "BINARY_SUBSCR": (2, 1), "COMPARE_OP": (2, 1), "IS_OP": (2, 1), "CONTAINS_OP": (2, 1),
+    "UNARY_NEGATIVE": (1, 1), "UNARY_NOT": (1, 1), "UNARY_INVERT": (1, 1), "UNARY_POSITIVE": (1, 1),
+    "BUILD_TUPLE": lambda n: (n, 1), "BUILD_LIST": lambda n: (n, 1), "BUILD_SET": lambda n: (n, 1),
+    "BUILD_MAP": lambda n: (2 * n, 1), "BUILD_CONST_KEY_MAP": lambda n: (n + 1, 1),
+    "BUILD_SLICE": lambda n: (n, 1), "BUILD_STRING": lambda n: (n, 1), "LIST_TO_TUPLE": (1, 1),
+    "FORMAT_VALUE": lambda flags: (2 if flags & 4 else 1, 1), "GET_ITER": (1, 1),
+    "PRECALL": (0, 0), "KW_NAMES": (0, 0), "NOP": (0, 0),
+    "CALL": lambda n: (n + 2, 1), "CALL_FUNCTION_EX": lambda flags: (3 + (flags & 1), 1),
+    "LIST_EXTEND": lambda i: (i + 1, i), "DICT_MERGE": lambda i: (i + 1, i), "DICT_UPDATE": lambda i: (i + 1, i),
+}
+
+
+def stack_io(ins):
+    """(pops, pushes) of `ins`, or None for an instruction not in STACK_IO."""
+    io = STACK_IO.get(ins.name)
+    return io(ins.arg) if callable(io) else io
+
+
+def routed(Instr, router, depth: int, location) -> list:
+    """Instructions that replace the callable `depth` deep with `router(callable)`."""
+    wrap = [Instr("PUSH_NULL", location=location), Instr("SWAP", 2, location=location),
+            Instr("LOAD_CONST", router, location=location), Instr("SWAP", 2, location=location),
+            Instr("PRECALL", 1, location=location), Instr("CALL", 1, location=location)]
+    if depth == 1:
+        return wrap
+    return [Instr("SWAP", depth, location=location), *wrap, Instr("SWAP", depth, location=location)]
+
+
 BINARY_OPS = dict(enumerate(symbol for _, symbol in dis._nb_ops))  # arg -> '+', '+=', ...
 
 # -- the raw splice (fastsplice.py) writes 3.11's encodings: inline caches, exception table ---

@@ -14,11 +14,13 @@ from bytecode import Bytecode, Instr, Label
 from bytecode.instr import InstrLocation
 
 from . import compat
+from .route import route_calls
 
 
 def resume_code(code: types.CodeType, offset: int, slots: tuple[str, ...], local_names: tuple[str, ...],
-                name: str) -> types.CodeType:
-    """`slots` says what each stack slot at `offset` held, deepest first, and so how the new
+                name: str, router=None, plain=None) -> types.CodeType:
+    """(`router`: what each call's callable is passed through, for a resume function that
+    runs as it is: see route.py.) `slots` says what each stack slot at `offset` held, deepest first, and so how the new
     start rebuilds it:
 
     * "value" -- taken as a parameter and pushed back;
@@ -48,6 +50,8 @@ def resume_code(code: types.CodeType, offset: int, slots: tuple[str, ...], local
     line = code.co_firstlineno
     loc = InstrLocation(line, line, None, None)
     start = compat.preamble_end(bc)
+    if router is not None and compat.ROUTES_CALLS:
+        bc[start:] = route_calls(bc[start:], router, plain)
     prologue = []
     for i, kind in enumerate(slots):
         if kind == "null":

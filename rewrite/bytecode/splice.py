@@ -18,7 +18,7 @@ The rewritten code is::
     RETURN_VALUE
   original:
     POP_TOP
-    <the original bytecode, untouched>
+    <the original bytecode: with a router (@jit), each call's callable passed through it>
 
 `slot.ref()` is one function with the guards inlined: the newest cache entry, or the
 dispatch over all of them. It returns the result, MISS (run the original bytecode) or NEXT
@@ -39,6 +39,7 @@ from bytecode.instr import InstrLocation
 
 from ..slot import NEXT, _next
 from . import compat
+from .route import route_calls
 
 _ORIGINALS: "weakref.WeakKeyDictionary[types.CodeType, types.CodeType]" = weakref.WeakKeyDictionary()
 
@@ -55,12 +56,16 @@ def prologue_names(code: types.CodeType) -> tuple[str, ...]:
     return argument_names(code) + code.co_freevars
 
 
-def splice_prologue(code: types.CodeType, slot, miss) -> types.CodeType:
-    """Return `code` with a prologue that calls `slot.call(*args, *cells)` first."""
+def splice_prologue(code: types.CodeType, slot, miss, router=None, plain=None) -> types.CodeType:
+    """Return `code` with a prologue that calls `slot.call(*args, *cells)` first; `router`:
+    what the original part passes each call's callable through, but where `plain` says
+    (see route.py)."""
     if code.co_flags & compat.CO_GENERATOR_LIKE:
         raise TypeError(f"cannot rewrite generator or coroutine code {code.co_name!r}")
     bc = Bytecode.from_code(code)
     at = compat.preamble_end(bc)
+    if router is not None and compat.ROUTES_CALLS:
+        bc[at:] = route_calls(bc[at:], router, plain)
     loc = InstrLocation(code.co_firstlineno, code.co_firstlineno, None, None)
     cells = set(code.co_cellvars)
     loads = []

@@ -1,0 +1,79 @@
+"""Calls routed through a function, in the part of rewritten code that runs eagerly.
+
+Dynamo's frame hook sees every frame its compiled functions' eager parts call. rewrite has
+none, so when a jitted function's original bytecode runs -- a fallback entry, a call run
+again eagerly -- the functions it calls would run uncompiled, and so on down: a model whose
+top-level forward cannot be traced would compile nothing at all. So the original part of
+the rewritten code passes each call's callable through `router` first (see
+`rewrite.callees.router`): a user function comes back as its jitted copy, anything else as
+it is. Only calls are touched; every other instruction, and every location, is the
+original's. The version-dependent pieces (where a call's callable sits, how a method load
+is spelled) are `compat`'s.
+"""
+from __future__ import annotations
+
+from bytecode import Instr
+
+from . import compat
+
+
+def route_calls(instrs: list, router, plain=None) -> list:
+    """`instrs` (bytecode's Instr, Label and try markers) with every call's callable passed
+    through `router` just before the call -- except where `plain(origin)` says the callable
+    is one the router always hands back as it is (`origin`: where it was loaded from, see
+    `producer`; a builtin, a torch function), so those calls cost nothing more. (A method
+    load is made plain only for a call that is routed: one that is not keeps its fast form.)"""
+    skip, keep = set(), set()  # calls not routed; method loads left as they are (for those calls)
+    for i, ins in enumerate(instrs):
+        depth = compat.callable_depth(ins) if isinstance(ins, Instr) else None
+        if depth is None:
+            continue
+        if compat.with_exit_call(instrs, i):
+            skip.add(i)
+            continue
+        at, where = producer(instrs, i, depth)
+        if plain is not None and where is not None and plain(where):
+            skip.add(i)
+            if instrs[at].name in compat.METHOD_LOADS:
+                keep.add(at)
+    out = []
+    for i, ins in enumerate(instrs):
+        if not isinstance(ins, Instr):
+            out.append(ins)
+            continue
+        if i not in skip and compat.callable_depth(ins) is not None:
+            at = len(out)  # before what sets the call up (3.11: KW_NAMES, PRECALL), after any label
+            while at > 0 and isinstance(out[at - 1], Instr) and out[at - 1].name in compat.CALL_PREFIXES:
+                at -= 1
+            out[at:at] = compat.routed(Instr, router, compat.callable_depth(ins), ins.location)
+        plain_load = None if i in keep else compat.plain_method_load(Instr, ins)
+        out.extend([ins] if plain_load is None else plain_load)
+    return out
+
+
+def producer(instrs: list, index: int, depth: int):
+    """(index, origin) of the instruction that pushed the value `depth` deep on the stack just
+    before `instrs[index]`, as far as straight-line code says -- origin: ("global", name),
+    ("local", name), ("attr", <origin>, name) or None -- or (None, None) when another kind of instruction
+    made it or control flow joins on the way."""
+    h, i = depth, index - 1
+    while i >= 0:
+        ins = instrs[i]
+        if not isinstance(ins, Instr):
+            return None, None  # a label or a try boundary: more than one way here
+        io = compat.stack_io(ins)
+        if io is None:
+            return None, None
+        pops, pushes = io
+        if h <= pushes:  # this instruction pushed it
+            if ins.name == "LOAD_GLOBAL" and h == 1:  # (not the NULL it may push first)
+                return i, ("global", ins.arg[1] if isinstance(ins.arg, tuple) else ins.arg)
+            if ins.name == "LOAD_FAST":
+                return i, ("local", ins.arg)
+            if ins.name == "LOAD_ATTR" or ins.name in compat.METHOD_LOADS:  # (either slot of a method load)
+                base = producer(instrs, i, 1)[1]
+                return i, (None if base is None else ("attr", base, ins.arg))
+            return i, None
+        h += pops - pushes
+        i -= 1
+    return None, None
