@@ -55,6 +55,7 @@ class Entry:
     graph_break: str | None = None  # why the traced part ends early (the rest is a resume function)
     where: list = field(default_factory=list)  # user stack of the break or fallback: (file, line, function)
     raises: bool = False  # a fallback because eager raises there (the user sees that, not a warning)
+    resumes: list = field(default_factory=list)  # the resume functions a break entry calls
 
     @property
     def eager_reason(self) -> str | None:
@@ -406,7 +407,8 @@ def _break_entry(dispatcher, tracer, brk, name: str, start: float) -> Entry | No
         return None  # (no resume function for this break: the whole call runs eagerly)
     brk.log(dispatcher.qualname)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
-                  ops=tracer.graph.op_count, graph_break=str(brk.error), where=list(brk.error.where))
+                  ops=tracer.graph.op_count, graph_break=str(brk.error), where=list(brk.error.where),
+                  resumes=[v for k, v in cap.consts.values.items() if k.startswith("___resume")])
     failure.entry, failure.gm = entry, gm
     _log(entry, name)
     return entry

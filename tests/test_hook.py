@@ -245,6 +245,14 @@ LIBRARY = """
     def describe(x):
         return f"{tuple(x.shape)} {x.dtype}"
 
+    def logs_then_reads(x):
+        print("", end="")  # a graph break before anything else; the rest captures no op either
+        return x.shape[0]
+
+    def logs_then_computes(x):
+        print("", end="")  # a graph break before its ops: its resume function has the graph
+        return x * 2 + 1
+
     class State:
         def __init__(self, w):
             self.w, self.steps = w, 0
@@ -450,6 +458,17 @@ def test_a_function_that_captures_no_op_gets_its_original_code_back(library):
     assert not is_rewritten(library.describe.__code__)
     assert library.describe(torch.ones(4)) == "(4,) torch.float32"
     assert "captured no op" in hook.report()
+
+
+def test_the_report_counts_a_function_compiled_only_when_some_graph_captured_its_ops(library):
+    x = torch.ones(3)
+    for _ in range(2):
+        assert library.logs_then_reads(x) == 3
+        assert torch.equal(library.logs_then_computes(x), x * 2 + 1)
+    report = hook.report()
+    rows = {line.split()[0]: line.split()[2:] for line in report.splitlines()[2:]}  # graphs, breaks, ...
+    assert "logs_then_reads" not in rows, report  # a break and no op anywhere: not "compiled"
+    assert rows["logs_then_computes"][:2] == ["1", "1"], report  # the graph: its resume function's
 
 
 def test_a_function_that_keeps_recompiling_gets_its_original_code_back(library):

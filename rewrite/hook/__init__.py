@@ -145,9 +145,9 @@ def options() -> Options:
 def report(file=None) -> str:
     """Which functions were compiled, with graphs, graph breaks and recompiles; how many
     were instrumented and how many turned out not to touch torch."""
-    compiled = [z for z in LAZIES if z.decided == "compiled"]
+    compiled = [z for z in LAZIES if z.decided == "compiled" and _graphs(z.dispatcher)]
     plain = sum(z.decided == "plain" for z in LAZIES)
-    empty = sum(z.decided == "no graph" for z in LAZIES)
+    empty = sum(z.decided == "no graph" or z.decided == "compiled" and not _graphs(z.dispatcher) for z in LAZIES)
     unstable = sum(z.decided == "unstable" for z in LAZIES)
     lines = [f"rewrite.hook: {len(LAZIES)} functions instrumented, {len(compiled)} compiled, "
              f"{plain} never touched torch, {empty} captured no op and {unstable} kept recompiling "
@@ -156,7 +156,7 @@ def report(file=None) -> str:
         lines.append(f"{'function':50} {'graphs':>6} {'breaks':>6} {'eager':>6} {'recompiles':>10}")
     for z in compiled + [z for z in LAZIES if z.decided == "unstable"]:
         d = z.dispatcher
-        graphs = sum(e.graph_module is not None for e in d.entries)
+        graphs = _graphs(d)
         breaks = sum(e.graph_break is not None for e in d.entries)
         eager = sum(e.reason is not None for e in d.entries)
         where = f"{z.original.co_qualname} ({os.path.basename(z.original.co_filename)}:{z.original.co_firstlineno})"
@@ -165,6 +165,25 @@ def report(file=None) -> str:
     if file is not None:
         print(text, file=file)
     return text
+
+
+def _graphs(dispatcher, seen=None) -> int:
+    """Graphs a function's entries captured, those of the resume functions after its graph
+    breaks included (a function whose first graph is empty breaks before its ops)."""
+    from ..api import dispatcher_of
+    seen = set() if seen is None else seen
+    if dispatcher is None or id(dispatcher) in seen:
+        return 0
+    seen.add(id(dispatcher))
+    n = 0
+    for e in dispatcher.entries:
+        n += e.graph_module is not None
+        for fn in e.resumes:
+            try:
+                n += _graphs(dispatcher_of(fn), seen)
+            except ValueError:  # (a resume function that runs as it is)
+                pass
+    return n
 
 
 def report_at_exit(file=None) -> None:
