@@ -4,11 +4,13 @@ Run: .venv/bin/python benchmarks/first_call_memory.py
 
 Each figure is measured in a fresh process (Linux): the peak resident set size (VmHWM, reset
 just before the call) grown during the first call, above what the process held just before
-it (inputs and weights made, each kind's imports paid on a warm-up function).
+it (inputs and weights made, each kind's imports paid on a warm-up function), with glibc's
+mmap threshold fixed so that freed tensors leave the RSS.
 """
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -65,8 +67,12 @@ print(json.dumps(rss("VmHWM") - before))
 
 
 def measure(setup: str, kind: str) -> float:
+    # big blocks always from mmap, given back when freed: otherwise glibc raises its mmap threshold
+    # after the first big free and keeps later blocks in its heap, and the RSS says what the
+    # allocator cached, not what was alive (the same case measured 84-180 MB from run to run)
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
     out = subprocess.run([sys.executable, "-c", RUN.format(setup=setup), kind], capture_output=True, text=True,
-                         check=True, cwd=__file__.rsplit("/", 2)[0])
+                         check=True, cwd=__file__.rsplit("/", 2)[0], env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -55,6 +55,7 @@ class Entry:
     graph_break: str | None = None  # why the traced part ends early (the rest is a resume function)
     where: list = field(default_factory=list)  # user stack of the break or fallback: (file, line, function)
     raises: bool = False  # a fallback because eager raises there (the user sees that, not a warning)
+    first: object = None  # the compiling call's result, from what the trace computed (see first_call)
     resumes: list = field(default_factory=list)  # the resume functions a break entry calls
 
     @property
@@ -68,6 +69,7 @@ class Capture:
     tracer: Tracer
     result: Var
     graph_outputs: list = field(default_factory=list)  # fx nodes, in output order
+    output_values: list = field(default_factory=list)  # what the trace computed for each of them
     render: object = None  # (i -> how graph output i is read, assign) -> statements; see plan_outputs
     consts: Consts = field(default_factory=Consts)
 
@@ -117,6 +119,7 @@ def plan_outputs(cap: Capture) -> None:
                 if v.node not in index:
                     index[v.node] = len(cap.graph_outputs)
                     cap.graph_outputs.append(v.node)
+                    cap.output_values.append(v.value)
                 return output_expr(index[v.node])
             if isinstance(v, ConstVar):
                 return cap.consts.ref(v.value)
@@ -329,20 +332,66 @@ def entry_source(cap: Capture | None, compiled, params, name: str, consts: Const
             + "    return entry\n")
 
 
-def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=None, brk=None, failure=None):
+def first_call_source(cap: Capture, params, name: str, consts: Consts) -> tuple[str, list]:
+    """Source defining `___make_first(G, <consts>)` -> `first(<params>, ___o)`: the rest of the
+    entry (side effects replayed, the result rebuilt) over graph outputs `___o` given. The
+    trace ran every op for real, so the call that compiled returns what it computed instead of
+    running the graph a second time. Returns the source and the constants it takes."""
+    lines = cap.render(lambda i: f"___o[{i}]")
+    tracer = cap.tracer
+    if tracer.grad_enabled != tracer.grad_at_start:  # (the graph leaves grad mode switched: so does this)
+        lines.insert(0, f"torch._C._set_grad_enabled({tracer.grad_enabled})")
+    args = [param_name(p) for p in params]
+    names = [GLOBALS, *consts.values]
+    return (f"# the call that compiled {comment(name)}: the graph's outputs as the trace computed them\n"
+            f"def ___make_first({', '.join(names)}):\n"
+            f"    def first({', '.join([*args, '___o'])}):\n"
+            + "".join(f"        {line}\n" for line in lines)
+            + "    return first\n"), names[1:]
+
+
+def _first_from_trace(cap: Capture | None, compiled, brk, backend_name) -> bool:
+    """Whether the compiling call may return what the trace computed: for a backend that runs
+    the graph's torch calls as they are (another backend's code runs from the first call on,
+    as under torch.compile: what it computes may differ), a whole-frame graph (at a
+    break, ops traced past the checkpoint ran too and may have changed its values) that the
+    trace ran on the real inputs, drawing no random numbers and switching no modes (see
+    rerunnable), whose outputs the trace holds for real."""
+    if cap is None or compiled is None or brk is not None or backend_name not in GRAD_MODE_AGNOSTIC or \
+            not rerunnable(cap.tracer.graph):
+        return False
+    for node, value in zip(cap.graph_outputs, cap.output_values):
+        if isinstance(value, torch.Tensor) and value.device.type == "meta" and \
+                node.meta.get("device", value.device).type != "meta":
+            return False
+    return True
+
+
+def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=None, brk=None, failure=None,
+               backend_name=None):
     """Generate the entry function (guards inlined) and the guard closure on its own (for
     explanations), written to one file and loaded once."""
     consts = cap.consts if cap is not None else Consts()
     guard = render_guards(guards, name, consts)
     e_source = entry_source(cap, compiled, params, name, consts, guard, miss, brk, failure)
+    first, f_source = None, ""
+    if _first_from_trace(cap, compiled, brk, backend_name):
+        f_source, f_names = first_call_source(cap, params, name, consts)
     g_source = guard.closure_source(params)  # (after the entry: it takes every constant too)
-    ns = codeload.load("entries", name, "import torch\n\n" + g_source + "\n\n" + e_source, {})
+    ns = codeload.load("entries", name, "import torch\n\n" + g_source + "\n\n" + e_source + "\n\n" + f_source, {})
     values = list(consts.values.values())
     guard_fn = ns["___make_guard"](globals_, *values)
     guard_fn.__qualname__ = guard_fn.__name__ = f"guard_{name}"
     fn = ns["___make_entry"](globals_, *values)
     fn.__qualname__ = fn.__name__ = f"entry_{name}"
-    return GuardFunction(guard_fn, g_source, guard.ordered, params, globals_), fn, e_source
+    if f_source:
+        made = ns["___make_first"](globals_, *(consts.values[n] for n in f_names))
+        outputs = tuple(cap.output_values)
+        cap.output_values = []
+
+        def first(*args):
+            return made(*args, outputs)
+    return GuardFunction(guard_fn, g_source, guard.ordered, params, globals_), fn, e_source, first
 
 
 def compile_entry(dispatcher, args) -> Entry:
@@ -366,7 +415,7 @@ def compile_entry(dispatcher, args) -> Entry:
             if entry is not None:
                 return entry
         guards = getattr(e, "guards", None) or GuardSet()
-        guard, fn, source = load_entry(guards, None, None, params, globals_, name, miss=dispatcher.MISS)
+        guard, fn, source, _ = load_entry(guards, None, None, params, globals_, name, miss=dispatcher.MISS)
         return Entry(guard, fn, dispatcher.compiles, source=source, reason=str(e),
                      compile_seconds=time.perf_counter() - start, where=list(e.where),
                      raises=isinstance(e, RaisesEagerly))
@@ -375,10 +424,10 @@ def compile_entry(dispatcher, args) -> Entry:
         cap.tracer.read_grad_mode()  # other backends may bake grad mode into what they build
     gm, compiled = call_backend(cap, backend_name, backend, name)
     failure = GraphFailure(dispatcher, backend_name)
-    guard, fn, source = load_entry(cap.tracer.guards, cap, compiled, params, globals_, name, miss=dispatcher.MISS,
-                                   failure=failure)
+    guard, fn, source, first = load_entry(cap.tracer.guards, cap, compiled, params, globals_, name,
+                                          miss=dispatcher.MISS, failure=failure, backend_name=backend_name)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
-                  ops=cap.tracer.graph.op_count)
+                  ops=cap.tracer.graph.op_count, first=first)
     failure.entry, failure.gm = entry, gm
     _log(entry, name)
     return entry
@@ -401,7 +450,7 @@ def _break_entry(dispatcher, tracer, brk, name: str, start: float) -> Entry | No
     gm, compiled = call_backend(cap, backend_name, backend, name)
     failure = GraphFailure(dispatcher, backend_name)
     try:
-        guard, fn, source = load_entry(tracer.guards, cap, compiled, dispatcher.params, dispatcher.globals, name,
+        guard, fn, source, _ = load_entry(tracer.guards, cap, compiled, dispatcher.params, dispatcher.globals, name,
                                        miss=dispatcher.MISS, brk=brk, failure=failure)
     except Unsupported:
         return None  # (no resume function for this break: the whole call runs eagerly)

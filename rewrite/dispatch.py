@@ -84,27 +84,28 @@ class Dispatcher:
         if not COMPILE_LOCK.acquire(blocking=False):
             return MISS  # another thread is compiling: this call runs eagerly
         try:
-            entry = self._entry_for(args)
+            entry, first = self._entry_for(args)
         finally:
             COMPILE_LOCK.release()
         if entry is None:
             return MISS
-        result = entry.fn(*args)
+        result = entry.fn(*args) if first is None else first(*args)
         return MISS if result is NEXT else result
 
     def _entry_for(self, args):
-        """The entry for this call, compiled now if none accepts it (under COMPILE_LOCK)."""
+        """(The entry for this call, compiled now if none accepts it (under COMPILE_LOCK); what
+        runs this call in its place: None, or the compile's own result -- see compile.first_call_source.)"""
         if self._busy:  # a call made while this function is being compiled (recursion) runs eagerly
-            return None
+            return None, None
         for e in self.entries:  # another thread may have compiled it since this call's guards ran
             if e.guard.fn(*args):
-                return e
+                return e, None
         if self.entries and logs.enabled("recompiles"):
             logs.get("recompiles").debug("%s", self._recompile_reason(args))
         limit = self.recompile_limit or config.recompile_limit
         if len(self.entries) >= limit or self.compiles >= config.accumulated_recompile_limit:
             self._limit_hit(args)
-            return None
+            return None, None
         self._busy = True
         try:
             from .compile import compile_entry  # (rewrite.compile -> breaks -> api -> this module)
@@ -115,19 +116,20 @@ class Dispatcher:
             if not config.suppress_errors:
                 raise
             warnings.warn(f"rewrite: {e}; running {self.qualname} eagerly", RuntimeWarning, stacklevel=3)
-            return None
+            return None, None
         except UserError:
             # the user's own code raised while tracing: eager raises it, from the user's line
-            return None
+            return None, None
         except Exception as e:
             if not config.suppress_errors:
                 raise InternalError(f"rewrite failed to compile {self.qualname}: {type(e).__name__}: {e}") from e
             warnings.warn(f"rewrite: internal error compiling {self.qualname} ({type(e).__name__}: {e}); "
                           "running it eagerly", RuntimeWarning, stacklevel=3)
-            return None
+            return None, None
         finally:
             self._busy = False
         self.compiles += 1
+        first, entry.first = entry.first, None  # (this call's alone: never published with the entry)
         if self.on_plain is not None and entry.graph_module is None and entry.graph_break is None \
                 and entry.reason is None and not _holds_tensors(args):
             self.on_plain()  # (a callee copy with no tensors and no ops: called as it is from now on)
@@ -141,7 +143,7 @@ class Dispatcher:
         for observer in OBSERVERS:
             observer.append((self, entry))
         self._publish()
-        return entry
+        return entry, first
 
     def _limit_hit(self, args):
         if self.on_limit is not None:  # the import hook: the function runs its original code from now on

@@ -69,6 +69,12 @@ def setattr_(frame, obj: Var, name: str, value) -> None:
     setattr_object(frame, obj, name, value)
 
 
+try:
+    from torch._library.custom_ops import CustomOpDef as _CUSTOM_OP
+except ImportError:  # pragma: no cover
+    _CUSTOM_OP = ()
+
+
 def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     tracer = frame.tracer
     if isinstance(fn, FunctionVar):
@@ -114,6 +120,8 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
             return getitem(frame, *args)
     if isinstance(value, library.GETTERS):
         return library.call_getter(frame, value, args, kwargs)
+    if isinstance(value, _CUSTOM_OP):  # torch.library.custom_op: its operator is the graph node
+        return call_torch(frame, value._opoverload, args, kwargs)
     if is_torch_callable(value):
         return call_torch(frame, value, args, kwargs)
     if isinstance(value, types.FunctionType):

@@ -1,0 +1,155 @@
+"""The call that compiles computes its result once: the trace ran every op for real, so with
+a backend that runs the graph's torch calls as they are (python, eager) that call returns
+what the trace computed instead of running the graph again -- unless the trace could not
+stand for the call (it wrote into copies of the inputs, drew random numbers, switched modes,
+or stopped at a graph break). A torch.library custom op counts how often each op really ran."""
+import torch
+
+import rewrite
+from rewrite import jit
+
+from conftest import assert_same, eager_copy
+
+RUNS = {"n": 0}
+
+
+@torch.library.custom_op("rewrite_tests::counted_double", mutates_args=())
+def counted_double(x: torch.Tensor) -> torch.Tensor:
+    RUNS["n"] += 1
+    return x * 2
+
+
+@counted_double.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def runs(fn, *args):
+    before = RUNS["n"]
+    out = fn(*args)
+    return out, RUNS["n"] - before
+
+
+def test_the_compiling_call_runs_each_op_once_and_a_hit_once():
+    def f(x):
+        return counted_double(x).sin() + 1
+
+    eager = eager_copy(f)
+    jit(f, backend="python")
+    x = torch.randn(5)
+    expected, n_eager = runs(eager, x)
+    for _ in range(3):  # the compiling call, then hits
+        out, n = runs(f, x)
+        assert_same(out, expected)
+        assert n == n_eager == 1
+    assert rewrite.dispatcher_of(f).compiles == 1
+
+
+def test_a_custom_op_is_one_graph_node_under_fullgraph():
+    def f(x):
+        return counted_double(x) + counted_double(x + 1)
+
+    eager = eager_copy(f)
+    jit(f, fullgraph=True)
+    x = torch.randn(3)
+    assert_same(f(x), eager(x))
+    out = rewrite.explain(f)(x)
+    assert out.graph_count == 1 and out.ops_per_graph[0].count("counted_double.default") == 2
+
+
+def test_side_effects_and_the_result_come_from_the_trace_as_eager_gives_them():
+    log = []
+
+    def f(x, d):
+        y = counted_double(x)
+        log.append(y.shape[0])  # a side effect, replayed after the graph
+        d["y"] = y
+        return y, (y, [y + 1])
+
+    eager = eager_copy(f)
+    jit(f)
+    x = torch.randn(4)
+    e_d, c_d = {}, {}
+    expected = eager(x, e_d)
+    out, n = runs(f, x, c_d)
+    assert_same(out, expected)
+    assert_same(c_d, e_d) and n == 1 and log == [4, 4]
+    assert out[0] is out[1][0] and c_d["y"] is out[0]  # one object returned twice is one object
+
+
+def test_gradients_flow_through_the_compiling_calls_result():
+    w = torch.randn(4, requires_grad=True)
+
+    def f(x):
+        return (counted_double(x) * w).relu().sum()
+
+    eager = eager_copy(f)
+    jit(f)
+    x = torch.randn(4)
+    eager(x).backward()
+    expected, w.grad = w.grad, None
+    f(x).backward()  # the compiling call
+    assert_same(w.grad, expected)
+    w.grad = None
+    f(x).backward()  # a hit
+    assert_same(w.grad, expected)
+
+
+def test_grad_mode_the_function_leaves_switched_stays_switched():
+    def f(x):
+        torch.set_grad_enabled(False)
+        return counted_double(x) + 1
+
+    eager = eager_copy(f)
+    jit(f)
+    x = torch.randn(2, requires_grad=True)
+    try:
+        expected = eager(x)
+        assert not torch.is_grad_enabled()
+        torch.set_grad_enabled(True)
+        out = f(x)
+        assert not torch.is_grad_enabled()
+        assert_same(out, expected)
+    finally:
+        torch.set_grad_enabled(True)
+
+
+def test_calls_the_trace_cannot_stand_for_run_the_graph():
+    def writes(x):
+        x.add_(1)  # the trace wrote into copies: the entry writes into x
+        return counted_double(x)
+
+    def random(x):
+        return counted_double(x) + torch.rand(x.shape)  # the trace drew from its own generator
+
+    for fn in (writes, random):
+        eager = eager_copy(fn)
+        jit(fn)
+        x = torch.randn(3)
+        e_x, c_x = x.clone(), x.clone()
+        torch.manual_seed(0)
+        expected = eager(e_x)
+        torch.manual_seed(0)
+        out, n = runs(fn, c_x)
+        assert_same(out, expected)
+        assert_same(c_x, e_x)
+        assert n == 2, fn.__name__  # once in the trace, once in the graph
+
+
+def test_a_backend_of_the_users_runs_from_the_first_call():
+    seen = []
+
+    def backend(gm, example_inputs):
+        def run(*args):
+            seen.append(len(args))
+            return gm.forward(*args)
+        return run
+
+    def f(x):
+        return counted_double(x) - 1
+
+    eager = eager_copy(f)
+    jit(f, backend=backend)
+    x = torch.randn(3)
+    assert_same(f(x), eager(x))
+    assert seen == [1]
