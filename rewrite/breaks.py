@@ -46,8 +46,8 @@ import weakref
 import torch
 
 from . import api, callees, logs
-from .bytecode.compat import CALL_BREAKS, call_layout, call_start
-from .bytecode.resume import at_user_line, resume_code
+from .bytecode.compat import BACKWARD_JUMPS, CALL_BREAKS, call_layout, call_start
+from .bytecode.resume import at_user_line, is_resume, resume_code
 from .errors import Unsupported, WholeCallEager
 from .ops.builtins import FRAME_READER_NAMES
 from .guards.source import param_name
@@ -111,6 +111,9 @@ def plan(tracer, error: Unsupported):
         kind = "step"
     else:
         return None
+    if is_resume(code) and _in_loop(root.instructions, cp.ip):
+        error.in_loop = True  # (resume functions would chain, one per turn of the loop)
+        return None
     if cp.ip + 1 >= len(root.instructions) or cp.mutations != mutations():
         return None  # a list or dict changed after the checkpoint: resuming would repeat that
     if any(isinstance(v, ContextExitVar) and not isinstance(v.ctx, GradModeVar) for v in cp.stack):
@@ -119,6 +122,17 @@ def plan(tracer, error: Unsupported):
     if base is None:
         return None
     return Break(kind, inst, root.instructions[cp.ip + 1].offset, cp, error, base)
+
+
+IN_LOOP = (" -- again inside a loop, in the resume function after a break there: the rest of the call runs "
+           "eagerly (its callees compile on their own), not a new resume function for each turn")
+
+
+def _in_loop(instructions: list, ip: int) -> bool:
+    """Whether the instruction at `ip` sits in a loop: a backward jump after it goes back to it
+    or before it."""
+    offset = instructions[ip].offset
+    return any(i.opname in BACKWARD_JUMPS and i.argval <= offset for i in instructions[ip + 1:])
 
 
 def _grad_mode_outside(cp) -> bool | None:
@@ -276,7 +290,9 @@ class Break:
             o = dispatcher.options
             if compiled:
                 api.rewrite_code(fn, o, dispatcher.share)  # (equal code objects: shared only as the caller's)
-                api.dispatcher_of(fn).warn_eager = False  # (part of a call whose entry is compiled)
+                d = api.dispatcher_of(fn)
+                d.warn_eager = False  # (part of a call whose entry is compiled)
+                d.root = dispatcher.root or weakref.ref(dispatcher)
             _RESUMES[key] = fn
         name = f"___resume{sum(k.startswith('___resume') for k in consts)}"
         consts[name] = fn

@@ -102,6 +102,10 @@ def router(dispatcher):
             func = getattr(out, "__func__", getattr(out, "func", out))
             if d is not None and type(func) is _FUNCTION:
                 d.callees[(func.__code__, share_key(func))] = out
+                from .api import dispatcher_of
+                copy = dispatcher_of(func)
+                if copy.root is None and copy is not d:
+                    copy.root = d.root or weakref.ref(d)  # (its breaks count as the caller's)
         return out
     route.__qualname__ = route.__name__ = "route"
     return route

@@ -416,7 +416,9 @@ def compile_entry(dispatcher, args) -> Entry:
                 return entry
         guards = getattr(e, "guards", None) or GuardSet()
         guard, fn, source, _ = load_entry(guards, None, None, params, globals_, name, miss=dispatcher.MISS)
-        return Entry(guard, fn, dispatcher.compiles, source=source, reason=str(e),
+        head, newline, rest = str(e).partition("\n")
+        reason = head + (breaks.IN_LOOP if getattr(e, "in_loop", False) else "") + newline + rest
+        return Entry(guard, fn, dispatcher.compiles, source=source, reason=reason,
                      compile_seconds=time.perf_counter() - start, where=list(e.where),
                      raises=isinstance(e, RaisesEagerly))
     backend_name, backend = dispatcher.backend_for(cap)

@@ -9,6 +9,9 @@ recompile_limit: int = 8
 accumulated_recompile_limit: int = 256
 # On a backend failure: warn and run eagerly instead of raising BackendCompilerFailed.
 suppress_errors: bool = os.environ.get("REWRITE_SUPPRESS_ERRORS", "") not in ("", "0")
+# Graph breaks one @jit function's calls may compile (in it, its resume functions and the
+# functions it calls) before a BreaksWarning says the breaks may cost more than they save.
+graph_break_warning: int = 8
 # Depth of user-function inlining before the tracer gives up on a call.
 max_inline_depth: int = 32
 # Instructions one trace may interpret before giving up (guards against runaway loops).

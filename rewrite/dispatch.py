@@ -39,7 +39,7 @@ from .slot import MISS, NEXT, NEXT_REF, Options, Slot, _next, orphan  # noqa: F4
 
 if TYPE_CHECKING:
     from .compile import Entry
-from .errors import BackendCompilerFailed, EagerWarning, InternalError, RecompileLimitExceeded, Unsupported, UserError
+from .errors import BackendCompilerFailed, BreaksWarning, EagerWarning, InternalError, RecompileLimitExceeded, Unsupported, UserError
 from .guards.guard import EqualsMatch, TensorMatch, TypeMatch
 from .guards.source import comment, param_name
 
@@ -77,6 +77,9 @@ class Dispatcher:
         self.share = ()  # what else its functions share besides code and globals (callees.share_key)
         self.on_plain = None  # called when a compile found no tensors and no ops (callees._make sets it)
         self.plain = False  # (then: callees call the original function, not this one's)
+        self.root = None  # a weak reference to the @jit function's dispatcher whose eager part this is
+        self.breaks = 0  # graph breaks compiled under it (this one a root: see _count_break)
+        self._warned_breaks = False
         _ALL.add(self)
 
     # -- the miss path ----------------------------------------------------------------------
@@ -133,6 +136,8 @@ class Dispatcher:
         if self.on_plain is not None and entry.graph_module is None and entry.graph_break is None \
                 and entry.reason is None and not _holds_tensors(args):
             self.on_plain()  # (a callee copy with no tensors and no ops: called as it is from now on)
+        if entry.graph_break is not None:
+            self._count_break(entry)
         if entry.reason is not None:
             if logs.enabled("graph_breaks"):
                 logs.get("graph_breaks").debug("%s runs eagerly: %s", self.qualname, entry.reason)
@@ -162,6 +167,22 @@ class Dispatcher:
                                    f"Last reason: {last}", RuntimeWarning, self.code.co_filename,
                                    self.code.co_firstlineno, module=self.globals.get("__name__"))
         return MISS
+
+    def _count_break(self, entry) -> None:
+        """Once per @jit function: its calls compiled more graph breaks than config says."""
+        root = self.root() if self.root is not None else self
+        if root is None:
+            return
+        root.breaks += 1
+        if root.warn_eager and root.breaks > config.graph_break_warning and not root._warned_breaks:
+            root._warned_breaks = True
+            at = "".join(f" (the last at {f}:{line}: {entry.graph_break.splitlines()[0]})"
+                         for f, line, _fn in entry.where[-1:])
+            warnings.warn_explicit(f"rewrite: {root.qualname} compiled {root.breaks} graph breaks, in it and in the "
+                                   f"functions it calls{at}; each returns to Python between graphs, so its calls "
+                                   "may run slower than eager. rewrite.explain(fn)(...) lists them", BreaksWarning,
+                                   root.code.co_filename, root.code.co_firstlineno,
+                                   module=root.globals.get("__name__"))
 
     def _warn_eager(self, entry) -> None:
         """Once per function: this call (and the calls its entry accepts) ran wholly eagerly."""

@@ -53,6 +53,13 @@ class EagerWarning(RuntimeWarning):
     where; `warnings.simplefilter("ignore", EagerWarning)` silences it."""
 
 
+class BreaksWarning(RuntimeWarning):
+    """A `@jit` function's calls compiled more than `config.graph_break_warning` graph breaks
+    (its own, its resume functions' and its callees'): each break returns to Python between
+    graphs, so the calls may run slower than eager. Said once per function, with the reasons
+    `rewrite.explain(fn)(...)` lists."""
+
+
 class BackendCompilerFailed(RewriteError):
     """A backend raised while compiling a graph."""
 

@@ -270,3 +270,74 @@ def test_the_fuzzers_seed_1801_program_with_a_break_at_a_call_inside_try():
         for _ in range(2):
             got = f(*xs, ns["Scaled"](torch.ones(shape)))
             assert_same(got, eager(*xs, ns["Scaled"](torch.ones(shape))))
+
+
+def test_many_graph_breaks_under_one_function_are_said_once():
+    import warnings
+
+    def step(x):
+        x = x + 1
+        print("", end="")  # a graph break in each call
+        return x * 2
+
+    def many(x):  # (10 breaks: more than config.graph_break_warning's 8)
+        x = step(step(step(step(step(x)))))
+        return step(step(step(step(step(x)))))
+
+    def few(x):
+        return step(x) - 1
+
+    for fn, warned in ((many, True), (few, False)):
+        eager = eager_copy(fn)
+        jit(fn)
+        x = torch.ones(2)
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always", rewrite.BreaksWarning)
+            for _ in range(3):
+                assert_same(fn(x), eager(x))
+        said = [w for w in seen if issubclass(w.category, rewrite.BreaksWarning)]
+        assert len(said) == int(warned), [str(w.message) for w in said]
+        if warned:
+            assert "many compiled" in str(said[0].message) and "slower than eager" in str(said[0].message)
+
+
+def test_a_resume_at_an_instruction_with_extended_arg():
+    """The jump's target is an EXTENDED_ARG (the instruction there loads constant #300)."""
+    body = "".join(f"        x = x + {i}.5\n" for i in range(300))
+    source = f"def f(x):\n    if x.sum() > 0:\n{body}    x = 1000.25 * x\n    return x\n"
+    namespace = {}
+    exec(compile(source, "<extended-arg>", "exec"), namespace)
+    f = namespace["f"]
+    eager = eager_copy(f)
+    jit(f)
+    for x in (torch.ones(2), -torch.ones(2), torch.ones(2)):
+        assert_same(f(x), eager(x))
+    assert all(e.graph_break for e in dispatcher_of(f).entries)
+
+
+def test_a_second_break_inside_a_loop_runs_the_rest_eagerly_and_compiles_its_callees():
+    """The first turn compiles up to the break and resumes; the resume function breaks in the
+    loop again and runs the rest of the call eagerly (routed: the callee compiles), rather than
+    chaining a new resume function, compiled anew, for each turn."""
+    def step(x):
+        x = x + 1
+        print("", end="")  # a graph break in each call
+        return x * 2
+
+    def loop(x, n):
+        for _ in range(n):
+            x = step(x)
+        return x
+
+    eager = eager_copy(loop)
+    jit(loop)
+    x = torch.ones(2)
+    for n in (30, 30):
+        assert_same(loop(x, n), eager(x, n))
+    d = dispatcher_of(loop)
+    assert d.compiles == 1 and d.entries[0].graph_break is not None
+    resume = dispatcher_of(d.entries[0].resumes[0])
+    assert resume.compiles == 1 and "again inside a loop" in resume.entries[0].reason
+    from rewrite.callees import copy_of
+    copy = dispatcher_of(copy_of(step, d.options))
+    assert copy.compiles == 1 and copy.entries[0].graph_break is not None

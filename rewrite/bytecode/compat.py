@@ -172,7 +172,9 @@ def exception_handlers(code) -> dict:
 
 
 # -- calls a graph break runs eagerly (breaks.py): where their operands sit on the stack -------
-CALL_BREAKS = ("CALL", "CALL_FUNCTION_EX")  # (3.13 adds CALL_KW: one more row here)
+CALL_BREAKS = ("CALL", "CALL_FUNCTION_EX")
+BACKWARD_JUMPS = ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "POP_JUMP_BACKWARD_IF_TRUE",
+                  "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE")  # (3.13 adds CALL_KW: one more row here)
 
 
 def call_layout(inst, stack: list, kw_names: tuple, null) -> dict:

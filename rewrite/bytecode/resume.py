@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dis
 import types
+import weakref
 
 from bytecode import Bytecode, Instr, Label
 from bytecode.instr import InstrLocation
@@ -33,8 +34,7 @@ def resume_code(code: types.CodeType, offset: int, slots: tuple[str, ...], local
                  is entered again (BEFORE_WITH), leaving its `__exit__` where the old one was.
     """
     bc = Bytecode.from_code(code)
-    # the k-th instruction of dis (no EXTENDED_ARG, no CACHE) is the k-th Instr of the bytecode
-    k = [i.offset for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"].index(offset)
+    k = _index_of(code, offset)
     target, seen = Label(), -1
     for pos, item in enumerate(bc):
         if isinstance(item, Instr):
@@ -75,7 +75,16 @@ def resume_code(code: types.CodeType, offset: int, slots: tuple[str, ...], local
     bc.flags &= ~(0x04 | 0x08)  # *args and **kwargs are plain parameters now
     bc.name = code.co_name  # tracebacks name the user's function
     bc.qualname = name
-    return _with_original_depths(bc.to_code(), code)
+    new = _with_original_depths(bc.to_code(), code)
+    RESUMES.add(new)
+    return new
+
+
+RESUMES: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()  # the code resume_code made
+
+
+def is_resume(code: types.CodeType) -> bool:
+    return code in RESUMES
 
 
 def _with_original_depths(new: types.CodeType, code: types.CodeType) -> types.CodeType:
@@ -101,8 +110,16 @@ def _with_original_depths(new: types.CodeType, code: types.CodeType) -> types.Co
 def _instr_at(code: types.CodeType, offset: int) -> Instr:
     """The `bytecode` Instr of `code`'s instruction at `offset` (its argument in the form the
     library gives it on this Python: a name, a Compare, an int)."""
-    k = [i.offset for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"].index(offset)
+    k = _index_of(code, offset)
     return [item for item in Bytecode.from_code(code) if isinstance(item, Instr)][k]
+
+
+def _index_of(code: types.CodeType, offset: int) -> int:
+    """The k-th instruction of dis (no EXTENDED_ARG, no CACHE) is the k-th Instr of the
+    bytecode library: k for the instruction at `offset` -- or, when `offset` is that of an
+    EXTENDED_ARG (a jump target), for the instruction it extends."""
+    offsets = [i.offset for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
+    return next(k for k, o in enumerate(offsets) if o >= offset)
 
 
 def at_user_line(code: types.CodeType, offset: int, what: str, n_in: int = 0, n_out: int = 1,
