@@ -13,7 +13,8 @@ from . import config
 _LAZY = {"jit": "api", "allow_in_graph": "api", "disable": "api", "dispatcher_of": "api", "graph_break": "api",
          "mark_dynamic": "api", "mark_static": "api", "explain": "explaining", "reset": "dispatch",
          "BackendCompilerFailed": "errors", "RecompileLimitExceeded": "errors", "RewriteError": "errors",
-         "Unsupported": "errors", "EagerWarning": "errors", "BreaksWarning": "errors", "list_backends": "codegen", "register_backend": "codegen"}
+         "Unsupported": "errors", "EagerWarning": "errors", "BreaksWarning": "errors", "list_backends": "codegen",
+         "register_backend": "codegen"}
 
 __all__ = ["jit", "reset", "config", "register_backend", "list_backends", "dispatcher_of", "explain", "disable",
            "allow_in_graph", "graph_break", "mark_dynamic", "mark_static",

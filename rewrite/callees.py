@@ -95,20 +95,25 @@ def router(dispatcher):
             return fn
         try:
             out = jitted(fn, options)
+            if out is not fn:
+                _keep(owner(), out)
         except Exception:  # (never the user's error: calling fn itself is what eager does)
             return fn
-        if out is not fn:
-            d = owner()
-            func = getattr(out, "__func__", getattr(out, "func", out))
-            if d is not None and type(func) is _FUNCTION:
-                d.callees[(func.__code__, share_key(func))] = out
-                from .api import dispatcher_of
-                copy = dispatcher_of(func)
-                if copy.root is None and copy is not d:
-                    copy.root = d.root or weakref.ref(d)  # (its breaks count as the caller's)
         return out
     route.__qualname__ = route.__name__ = "route"
     return route
+
+
+def _keep(d, out) -> None:
+    """The caller's dispatcher `d` keeps the copy `out` alive; the copy's breaks count as its."""
+    func = getattr(out, "__func__", getattr(out, "func", out))
+    if d is None or type(func) is not _FUNCTION:
+        return
+    from .api import dispatcher_of
+    d.callees[(func.__code__, share_key(func))] = out
+    copy = dispatcher_of(func)
+    if copy.root is None and copy is not d:
+        copy.root = d.root or weakref.ref(d)
 
 
 def plain_origin(globals_: dict, code=None):

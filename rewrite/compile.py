@@ -55,7 +55,7 @@ class Entry:
     graph_break: str | None = None  # why the traced part ends early (the rest is a resume function)
     where: list = field(default_factory=list)  # user stack of the break or fallback: (file, line, function)
     raises: bool = False  # a fallback because eager raises there (the user sees that, not a warning)
-    first: object = None  # the compiling call's result, from what the trace computed (see first_call)
+    first: object = None  # runs the compiling call from what the trace computed (see first_call_source)
     resumes: list = field(default_factory=list)  # the resume functions a break entry calls
 
     @property

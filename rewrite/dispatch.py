@@ -39,7 +39,8 @@ from .slot import MISS, NEXT, NEXT_REF, Options, Slot, _next, orphan  # noqa: F4
 
 if TYPE_CHECKING:
     from .compile import Entry
-from .errors import BackendCompilerFailed, BreaksWarning, EagerWarning, InternalError, RecompileLimitExceeded, Unsupported, UserError
+from .errors import (BackendCompilerFailed, BreaksWarning, EagerWarning, InternalError, RecompileLimitExceeded,
+                     Unsupported, UserError)
 from .guards.guard import EqualsMatch, TensorMatch, TypeMatch
 from .guards.source import comment, param_name
 

@@ -290,3 +290,70 @@ def types_function(code, like):
     fn = types.FunctionType(code, like.__globals__, like.__name__)
     fn.__rewrite_keep__ = code
     return fn
+
+
+class CallableIterator:
+    """An iterator that is callable too: a comprehension's call passes it where a call's
+    callable sits, so routing it would hand the comprehension something else."""
+
+    def __init__(self, items):
+        self.items = list(items)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if not self.items:
+            raise StopIteration
+        return self.items.pop(0)
+
+    def __call__(self):
+        return "called"
+
+
+def test_comprehensions_and_with_blocks_in_routed_code():
+    def f(x):
+        try:
+            if x.sum() > 0:
+                x = x + 1
+        except ValueError:
+            pass
+        with torch.no_grad():
+            doubled = [helper(t) for t in x]  # the comprehension's own call: not routed
+        return [v for v in CallableIterator(doubled)], {i: i * 2 for i in range(3)}
+
+    eager = eager_copy(f)
+    jit(f)
+    x = torch.arange(3.0)
+    for _ in range(2):
+        assert_same(f(x), eager(x))
+
+
+REGISTERED = []
+
+
+def register(fn):
+    REGISTERED.append(fn)  # a decorator that keeps the very function it is given
+    return fn
+
+
+def test_a_decorator_applied_in_routed_code_gets_the_function_itself():
+    def f(x):
+        try:
+            if x.sum() > 0:
+                x = x + 1
+        except ValueError:
+            pass
+
+        @register
+        def inner(t):
+            return t * 2
+        return inner(x), inner.__code__ is REGISTERED[-1].__code__ and REGISTERED[-1] is inner
+
+    eager = eager_copy(f)
+    jit(f)
+    x = torch.ones(2)
+    from rewrite.bytecode import is_rewritten
+    for _ in range(2):
+        assert_same(f(x), eager(x))
+        assert not is_rewritten(REGISTERED[-1].__code__)  # the function itself, not a jitted copy

@@ -172,9 +172,10 @@ def exception_handlers(code) -> dict:
 
 
 # -- calls a graph break runs eagerly (breaks.py): where their operands sit on the stack -------
-CALL_BREAKS = ("CALL", "CALL_FUNCTION_EX")
+CALL_BREAKS = ("CALL", "CALL_FUNCTION_EX")  # (3.13 adds CALL_KW: one more row here)
+# jumps that close a loop (3.12 drops the conditional ones: a loop's test jumps forward)
 BACKWARD_JUMPS = ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "POP_JUMP_BACKWARD_IF_TRUE",
-                  "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE")  # (3.13 adds CALL_KW: one more row here)
+                  "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE")
 
 
 def call_layout(inst, stack: list, kw_names: tuple, null) -> dict:
@@ -238,14 +239,6 @@ def callable_depth(ins):
     if ins.name == "CALL_FUNCTION_EX":  # [NULL, callable, args, kwargs if arg & 1]
         return 2 + (ins.arg & 1)
     return None
-
-
-def with_exit_call(instrs: list, index: int) -> bool:
-    """Whether the call at `instrs[index]` is a `with` block's exit: `__exit__(None, None, None)`
-    (3.11: three LOAD_CONST None, the bound __exit__ in the method slot)."""
-    prev = instrs[index - 4:index]
-    return len(prev) == 4 and getattr(prev[3], "name", None) == "PRECALL" and all(
-        getattr(i, "name", None) == "LOAD_CONST" and i.arg is None for i in prev[:3])
 
 
 # (pops, pushes) of the instructions a call's callable and arguments are usually made of

@@ -28,10 +28,10 @@ def route_calls(instrs: list, router, plain=None) -> list:
         depth = compat.callable_depth(ins) if isinstance(ins, Instr) else None
         if depth is None:
             continue
-        if compat.with_exit_call(instrs, i):
+        if not _plain_form(instrs, i, depth):
             skip.add(i)
             continue
-        at, where = producer(instrs, i, depth)
+        at, where, _ = producer(instrs, i, depth)
         if plain is not None and where is not None and plain(where):
             skip.add(i)
             if instrs[at].name in compat.METHOD_LOADS:
@@ -51,29 +51,44 @@ def route_calls(instrs: list, router, plain=None) -> list:
     return out
 
 
+def _plain_form(instrs: list, index: int, depth: int) -> bool:
+    """Whether the call at `index` has the NULL below its callable (or a method load that
+    will push one): only then is the value `depth` deep its callable. The compiler makes some
+    calls in method form with no method load -- a decorator applied (`dec(<new function>)`),
+    a comprehension called on its iterator, a `with` block's `__exit__` -- and the value
+    there is an argument, which must reach the call as it is. (When straight-line code does
+    not tell, the call is not routed.)"""
+    at, _, h = producer(instrs, index, depth + 1)
+    if at is None:
+        return False
+    ins = instrs[at]
+    return ins.name == "PUSH_NULL" or h == 2 and (ins.name in compat.METHOD_LOADS or ins.name == "LOAD_GLOBAL")
+
+
 def producer(instrs: list, index: int, depth: int):
-    """(index, origin) of the instruction that pushed the value `depth` deep on the stack just
-    before `instrs[index]`, as far as straight-line code says -- origin: ("global", name),
-    ("local", name), ("attr", <origin>, name) or None -- or (None, None) when another kind of instruction
-    made it or control flow joins on the way."""
+    """(index, origin, h) of the instruction that pushed the value `depth` deep on the stack
+    just before `instrs[index]`, as far as straight-line code says -- origin: ("global", name),
+    ("local", name), ("attr", <origin>, name) or None; h: which of its pushes it is (1: its
+    last) -- or (None, None, None) when control flow joins on the way or an instruction on it
+    is not in compat.STACK_IO."""
     h, i = depth, index - 1
     while i >= 0:
         ins = instrs[i]
         if not isinstance(ins, Instr):
-            return None, None  # a label or a try boundary: more than one way here
+            return None, None, None  # a label or a try boundary: more than one way here
         io = compat.stack_io(ins)
         if io is None:
-            return None, None
+            return None, None, None
         pops, pushes = io
         if h <= pushes:  # this instruction pushed it
             if ins.name == "LOAD_GLOBAL" and h == 1:  # (not the NULL it may push first)
-                return i, ("global", ins.arg[1] if isinstance(ins.arg, tuple) else ins.arg)
+                return i, ("global", ins.arg[1] if isinstance(ins.arg, tuple) else ins.arg), h
             if ins.name == "LOAD_FAST":
-                return i, ("local", ins.arg)
+                return i, ("local", ins.arg), h
             if ins.name == "LOAD_ATTR" or ins.name in compat.METHOD_LOADS:  # (either slot of a method load)
                 base = producer(instrs, i, 1)[1]
-                return i, (None if base is None else ("attr", base, ins.arg))
-            return i, None
+                return i, (None if base is None else ("attr", base, ins.arg)), h
+            return i, None, h
         h += pops - pushes
         i -= 1
-    return None, None
+    return None, None, None
