@@ -357,3 +357,47 @@ def test_a_decorator_applied_in_routed_code_gets_the_function_itself():
     for _ in range(2):
         assert_same(f(x), eager(x))
         assert not is_rewritten(REGISTERED[-1].__code__)  # the function itself, not a jitted copy
+
+
+def test_stacked_decorators_conditional_arguments_and_assert_messages():
+    def twice(fn):
+        @functools.wraps(fn)
+        def wrapper(t):
+            return fn(t) * 2
+        return wrapper
+
+    message = CallableIterator([])  # an assert's message that is also callable: passed as it is
+    namespace = {}  # (compiled here: pytest rewrites the asserts of test modules)
+    exec(compile("def check_size(y, message):\n    assert y.numel() == 3, message\n", "<assert>", "exec"), namespace)
+    check_size = namespace["check_size"]
+
+    def f(x, flag):
+        try:
+            if x.sum() > 0:
+                x = x + 1
+        except ValueError:
+            pass
+
+        @register
+        @twice
+        def inner(t):
+            return t - 1
+        y = helper(x if flag else -x)  # a conditional expression among the arguments
+        check_size(y, message)
+        return inner(y), REGISTERED[-1] is inner
+
+    eager = eager_copy(f)
+    jit(f)
+    x = torch.ones(3)
+    from rewrite.bytecode import is_rewritten
+    for flag in (True, True, False):
+        assert_same(f(x, flag), eager(x, flag))
+        assert not is_rewritten(REGISTERED[-1].__code__)
+    assert graphs_of(helper, dispatcher_of(f).options)
+    with pytest.raises(AssertionError) as info:
+        f(torch.ones(2), True)
+    assert info.value.args[0] is message
+    jit(check_size)  # its own fallback (it raises): the assert's call routed as it must be
+    with pytest.raises(AssertionError) as info:
+        check_size(torch.ones(2), message)
+    assert info.value.args[0] is message

@@ -265,6 +265,26 @@ def stack_io(ins):
     return io(ins.arg) if callable(io) else io
 
 
+def method_form_call(instrs: list, index: int) -> bool:
+    """Whether the call at `instrs[index]` is one 3.11's compiler makes in method form, with no
+    NULL below the callable (the value callable_depth points at is an argument): a decorator
+    applied to what MAKE_FUNCTION or the decorator below it made, a comprehension called on
+    its iterator (GET_ITER), an assert's `AssertionError(message)`, a `with` block's
+    `__exit__(None, None, None)`. (A call of a call's result, `f()()`, looks like a chain
+    of decorators: it is not routed.)"""
+    ins = instrs[index]
+    prev = [getattr(i, "name", None) for i in instrs[max(0, index - 4):index]]
+    if prev[-1:] != ["PRECALL"]:
+        return False
+    if ins.name == "CALL" and ins.arg == 0:
+        if prev[-2:-1] in (["MAKE_FUNCTION"], ["GET_ITER"], ["CALL"]):
+            return True
+        nxt = instrs[index + 1] if index + 1 < len(instrs) else None
+        return getattr(nxt, "name", None) == "RAISE_VARARGS"  # (assert x, message)
+    return ins.name == "CALL" and ins.arg == 2 and len(prev) == 4 and all(
+        name == "LOAD_CONST" and i.arg is None for name, i in zip(prev[:3], instrs[index - 4:index - 1]))
+
+
 def routed(Instr, router, depth: int, location) -> list:
     """Instructions that replace the callable `depth` deep with `router(callable)`."""
     wrap = [Instr("PUSH_NULL", location=location), Instr("SWAP", 2, location=location),

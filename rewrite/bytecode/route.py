@@ -28,7 +28,8 @@ def route_calls(instrs: list, router, plain=None) -> list:
         depth = compat.callable_depth(ins) if isinstance(ins, Instr) else None
         if depth is None:
             continue
-        if not _plain_form(instrs, i, depth):
+        form = _plain_form(instrs, i, depth)
+        if form is False or form is None and compat.method_form_call(instrs, i):
             skip.add(i)
             continue
         at, where, _ = producer(instrs, i, depth)
@@ -51,16 +52,17 @@ def route_calls(instrs: list, router, plain=None) -> list:
     return out
 
 
-def _plain_form(instrs: list, index: int, depth: int) -> bool:
+def _plain_form(instrs: list, index: int, depth: int):
     """Whether the call at `index` has the NULL below its callable (or a method load that
     will push one): only then is the value `depth` deep its callable. The compiler makes some
     calls in method form with no method load -- a decorator applied (`dec(<new function>)`),
-    a comprehension called on its iterator, a `with` block's `__exit__` -- and the value
-    there is an argument, which must reach the call as it is. (When straight-line code does
-    not tell, the call is not routed.)"""
+    a comprehension called on its iterator, a `with` block's `__exit__`, an assert's message
+    -- and the value there is an argument, which must reach the call as it is. None when
+    straight-line code does not tell (a conditional expression among the arguments): then
+    compat.method_form_call knows those forms by their instructions."""
     at, _, h = producer(instrs, index, depth + 1)
     if at is None:
-        return False
+        return None
     ins = instrs[at]
     return ins.name == "PUSH_NULL" or h == 2 and (ins.name in compat.METHOD_LOADS or ins.name == "LOAD_GLOBAL")
 
