@@ -600,3 +600,31 @@ def test_namedtuple_type_created_inside_fullgraph_off():
         p = P(x, x + 1)
         return p.a * p.b
     check(f, t1, fullgraph=False)
+
+
+class Gated(torch.nn.Module):
+    def __init__(self, gate=False):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 3)
+        self.register_buffer("scale", torch.full((3,), 2.0))
+        if gate:
+            self.gate = torch.nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        y = self.lin(x) * self.scale
+        if hasattr(self, "gate"):  # a parameter some instances have
+            y = y * self.gate
+        if hasattr(self, "missing") or not hasattr(self, "lin") or not hasattr(self, "scale"):
+            y = y + 100
+        return y
+
+
+def test_hasattr_on_a_module_with_and_without_the_attribute():
+    """nn.Module defines __getattr__ (its parameters, buffers and submodules): hasattr of a name
+    it does not have is False without calling it."""
+    for gate in (False, True):
+        torch.manual_seed(0)
+        check(Gated(gate), lambda seed: (rand(seed, 3),))  # fullgraph, against eager
+    m = Gated(gate=True)
+    out = rewrite.explain(m)(rand(0, 3))
+    assert out.graph_count == 1 and not out.break_reasons, out

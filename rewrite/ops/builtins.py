@@ -175,6 +175,8 @@ def _has_attr(frame, v: Var, name: str) -> bool:
             return True
         if inspect.getattr_static(value, name, _MISSING) is not _MISSING:
             return True
+        if isinstance(value, torch.nn.Module) and type(value).__getattr__ is torch.nn.Module.__getattr__:
+            return False  # (what nn.Module's own __getattr__ finds is in the three dicts read above)
         if hasattr(type(value), "__getattr__"):
             raise Unsupported(f"hasattr on {describe(v)}, whose class defines __getattr__")
         return False
