@@ -174,9 +174,8 @@ def _key(options: Options) -> int:
 
 def copy_of(fn, options: Options):
     """The jitted copy of function `fn` made for `options` (None if none was made)."""
-    have = _COPIES.get(id(fn))
-    made = have[1].get(_key(options)) if have is not None and have[0]() is fn else None
-    return made[0] if made is not None and made[0] is not fn else None
+    copy = _lookup(fn, _key(options))
+    return copy if copy is not fn else None
 
 
 def route_of(dispatcher):
@@ -205,24 +204,36 @@ def _module(module: torch.nn.Module, options: Options):
 
 
 def _copy(fn: types.FunctionType, options: Options):
-    have = _COPIES.get(id(fn))
-    if have is not None and have[0]() is fn:
-        made = have[1].get(_key(options))
-        if made is not None and made[1] is fn.__code__ and made[2] is fn.__defaults__ and \
-                made[3] is fn.__kwdefaults__:
-            return made[0]
-    with _LOCK:
-        copy = _make(fn, options) if _compilable(fn) else fn
-        have = _COPIES.get(id(fn))
-        if have is None or have[0]() is not fn:
-            key = id(fn)
-
-            def gone(ref, key=key, copies=_COPIES):
-                if copies.get(key, (None,))[0] is ref:
-                    del copies[key]
-            have = _COPIES[key] = (weakref.ref(fn, gone), {})
-        have[1][_key(options)] = (copy, fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+    copy = _lookup(fn, _key(options))
+    if copy is None:
+        with _LOCK:
+            copy = _make(fn, options) if _compilable(fn) else fn
+            _store(fn, _key(options), copy)
     return copy
+
+
+def _lookup(fn: types.FunctionType, key: int):
+    """What `fn` is called as under options `key` (its copy, or itself), while its code and
+    defaults are those it had then; None when that is not known. (The router inlines this.)"""
+    have = _COPIES.get(id(fn))
+    if have is None or have[0]() is not fn:
+        return None
+    made = have[1].get(key)
+    if made is not None and made[1] is fn.__code__ and made[2] is fn.__defaults__ and \
+            made[3] is fn.__kwdefaults__:
+        return made[0]
+    return None
+
+
+def _store(fn: types.FunctionType, key: int, copy) -> None:
+    """(Under _LOCK.) From now on `fn` is called as `copy` under options `key`."""
+    have = _COPIES.get(id(fn))
+    if have is None or have[0]() is not fn:
+        def gone(ref, ident=id(fn), copies=_COPIES):
+            if copies.get(ident, (None,))[0] is ref:
+                del copies[ident]
+        have = _COPIES[id(fn)] = (weakref.ref(fn, gone), {})
+    have[1][key] = (copy, fn.__code__, fn.__defaults__, fn.__kwdefaults__)
 
 
 def _make(fn: types.FunctionType, options: Options):
@@ -247,10 +258,9 @@ def _plain(dispatcher, ref, options) -> None:
     is -- the prologue and guards would only cost."""
     dispatcher.plain = True
     fn = ref()
-    with _LOCK:
-        have = _COPIES.get(id(fn)) if fn is not None else None
-        if have is not None and have[0]() is fn:
-            have[1][_key(options)] = (fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+    if fn is not None:
+        with _LOCK:
+            _store(fn, _key(options), fn)
 
 
 _BY_IDENTITY = (types.FunctionType, types.MethodType, type, functools.partial, types.BuiltinFunctionType,

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import threading
+import types
 import warnings
 import weakref
 from typing import TYPE_CHECKING
@@ -343,7 +344,7 @@ def _holds_tensors(args) -> bool:
     """Whether a call's arguments (and cells) hold a tensor, one container level deep."""
     import torch
     for a in args:
-        if type(a).__name__ == "cell":
+        if type(a) is types.CellType:
             try:
                 a = a.cell_contents
             except ValueError:

@@ -272,13 +272,14 @@ def test_the_fuzzers_seed_1801_program_with_a_break_at_a_call_inside_try():
             assert_same(got, eager(*xs, ns["Scaled"](torch.ones(shape))))
 
 
+def step(x):
+    x = x + 1
+    print("", end="")  # a graph break in each call
+    return x * 2
+
+
 def test_many_graph_breaks_under_one_function_are_said_once():
     import warnings
-
-    def step(x):
-        x = x + 1
-        print("", end="")  # a graph break in each call
-        return x * 2
 
     def many(x):  # (10 breaks: more than config.graph_break_warning's 8)
         x = step(step(step(step(step(x)))))
@@ -319,11 +320,6 @@ def test_a_second_break_inside_a_loop_runs_the_rest_eagerly_and_compiles_its_cal
     """The first turn compiles up to the break and resumes; the resume function breaks in the
     loop again and runs the rest of the call eagerly (routed: the callee compiles), rather than
     chaining a new resume function, compiled anew, for each turn."""
-    def step(x):
-        x = x + 1
-        print("", end="")  # a graph break in each call
-        return x * 2
-
     def loop(x, n):
         for _ in range(n):
             x = step(x)

@@ -51,24 +51,14 @@ def graphs_of(fn, options):
     return [e for e in dispatcher_of(copy).entries if e.graph_module is not None]
 
 
-# Each `f` below starts with
-#     try:
-#         if x.sum() > 0:
-#             x = x + 1
-#     except ValueError:
-#         pass
-# a tensor's value decides a jump inside a try, in f's own frame: the whole call runs eagerly.
+# Each `f` below reads its own frame (`sys._getframe()`): the whole call runs eagerly.
 
 
 def test_a_fallback_frame_compiles_the_functions_it_calls():
     scale, obj = Scale(), Calls()
 
     def f(x):
-        try:
-            if x.sum() > 0:
-                x = x + 1
-        except ValueError:
-            pass
+        sys._getframe()  # the whole call runs eagerly
         y = helper(x)  # a global function
         z = obj.m(y, k=3)  # a method, a keyword argument
         w = scale(z)  # a module without hooks: its class's forward
@@ -89,17 +79,14 @@ def test_a_fallback_frame_compiles_the_functions_it_calls():
 
 def test_the_callee_compiles_once_across_calls():
     def f(x):
-        try:
-            if x.sum() > 0:
-                x = x + 1
-        except ValueError:
-            pass
+        sys._getframe()  # the whole call runs eagerly
         return helper(x)
 
+    eager = eager_copy(f)
     jit(f)
     x = torch.ones(3)
     for _ in range(4):
-        assert_same(f(x), helper(x + 1))
+        assert_same(f(x), eager(x))
     assert dispatcher_of(copy_of(helper, dispatcher_of(f).options)).compiles == 1
 
 
@@ -107,11 +94,7 @@ def test_a_closure_made_by_each_call_shares_one_cache():
     def f(x, k):
         def g(t):  # a new function object on every call, over the same code
             return t * k + 1
-        try:
-            if x.sum() > 0:
-                x = x + 1
-        except ValueError:
-            pass
+        sys._getframe()  # the whole call runs eagerly
         return g(x)
 
     eager = eager_copy(f)
@@ -139,11 +122,7 @@ def test_a_decorator_wrapping_many_functions_gets_a_cache_per_function():
     fns = [decorate(eval(f"lambda x: x * {i}")) for i in range(12)]  # more than the recompile limit
 
     def f(x):
-        try:
-            if x.sum() > 0:
-                x = x + 1
-        except ValueError:
-            pass
+        sys._getframe()  # the whole call runs eagerly
         out = x
         for fn in fns:
             out = out + fn(x)
@@ -171,11 +150,7 @@ def test_a_module_with_its_own_call_or_hooks_is_called_as_it_is():
     loud = Loud()
 
     def f(x):
-        try:
-            if x.sum() > 0:
-                x = x + 1
-        except ValueError:
-            pass
+        sys._getframe()  # the whole call runs eagerly
         return loud(x) + hooked(x)
 
     eager = eager_copy(f)
@@ -190,11 +165,7 @@ def test_calls_that_raise_in_routed_code_raise_as_in_eager():
         return x @ torch.ones(5, 5)  # shapes do not match
 
     def f(x):
-        try:
-            if x.sum() > 0:
-                x = x + 1
-        except ValueError:
-            pass
+        sys._getframe()  # the whole call runs eagerly
         try:
             bad(x)
         except RuntimeError as e:
@@ -224,11 +195,7 @@ def test_routed_code_keeps_with_blocks_generators_recursion_and_builtins():
         return 1 if n <= 1 else n * fact(n - 1)
 
     def f(x):
-        try:
-            if x.sum() > 0:
-                x = x + 1
-        except ValueError:
-            pass
+        sys._getframe()  # the whole call runs eagerly
         acc = []
         with torch.no_grad():
             acc.append(helper(x).sum().item())
@@ -250,18 +217,15 @@ def test_a_disabled_function_is_called_as_it_is():
         return x + 5
 
     def f(x):
-        try:
-            if x.sum() > 0:
-                x = x + 1
-        except ValueError:
-            pass
+        sys._getframe()  # the whole call runs eagerly
         return quiet(x)
 
+    eager = eager_copy(f)
     jit(f)
     x = torch.ones(2)
-    assert_same(f(x), x + 6)
+    assert_same(f(x), eager(x))
     rewrite.disable(quiet)
-    assert_same(f(x), x + 6)
+    assert_same(f(x), eager(x))
     assert copy_of(quiet, dispatcher_of(f).options) is None  # a copy made before is dropped
 
 
@@ -313,11 +277,7 @@ class CallableIterator:
 
 def test_comprehensions_and_with_blocks_in_routed_code():
     def f(x):
-        try:
-            if x.sum() > 0:
-                x = x + 1
-        except ValueError:
-            pass
+        sys._getframe()  # the whole call runs eagerly
         with torch.no_grad():
             doubled = [helper(t) for t in x]  # the comprehension's own call: not routed
         return [v for v in CallableIterator(doubled)], {i: i * 2 for i in range(3)}
@@ -339,11 +299,7 @@ def register(fn):
 
 def test_a_decorator_applied_in_routed_code_gets_the_function_itself():
     def f(x):
-        try:
-            if x.sum() > 0:
-                x = x + 1
-        except ValueError:
-            pass
+        sys._getframe()  # the whole call runs eagerly
 
         @register
         def inner(t):
@@ -372,11 +328,7 @@ def test_stacked_decorators_conditional_arguments_and_assert_messages():
     check_size = namespace["check_size"]
 
     def f(x, flag):
-        try:
-            if x.sum() > 0:
-                x = x + 1
-        except ValueError:
-            pass
+        sys._getframe()  # the whole call runs eagerly
 
         @register
         @twice

@@ -222,7 +222,7 @@ def plain_method_load(Instr, ins):
     """A method load (which pushes [method, self] or [NULL, bound]) rewritten to push the
     attribute and its NULL as a plain call does -- so every call finds its callable in one
     place -- or None when `ins` loads no method."""
-    if ins.name != "LOAD_METHOD":
+    if ins.name not in METHOD_LOADS:
         return None
     loc = ins.location
     return [Instr("LOAD_ATTR", ins.arg, location=loc), Instr("PUSH_NULL", location=loc),
@@ -232,9 +232,7 @@ def plain_method_load(Instr, ins):
 def callable_depth(ins):
     """How deep (1: the top) the callable of call instruction `ins` sits, its method loads
     made plain (see plain_method_load); None for other instructions."""
-    if ins.name == "PRECALL":  # (CALL follows it, with the stack unchanged)
-        return None
-    if ins.name == "CALL":  # [NULL, callable, *args]
+    if ins.name == "CALL":  # [NULL, callable, *args] (after PRECALL, which leaves the stack as it is)
         return ins.arg + 1
     if ins.name == "CALL_FUNCTION_EX":  # [NULL, callable, args, kwargs if arg & 1]
         return 2 + (ins.arg & 1)

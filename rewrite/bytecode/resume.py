@@ -20,9 +20,9 @@ from .route import route_calls
 
 def resume_code(code: types.CodeType, offset: int, slots: tuple[str, ...], local_names: tuple[str, ...],
                 name: str, router=None, plain=None) -> types.CodeType:
-    """(`router`: what each call's callable is passed through, for a resume function that
-    runs as it is: see route.py.) `slots` says what each stack slot at `offset` held, deepest first, and so how the new
-    start rebuilds it:
+    """(`router`, `plain`: what each call's callable is passed through, and where not, for a
+    resume function that runs as it is: see route.py.) `slots` says what each stack slot at
+    `offset` held, deepest first, and so how the new start rebuilds it:
 
     * "value" -- taken as a parameter and pushed back;
     * "null"  -- the NULL below a pending call: pushed again (PUSH_NULL), not passed;

@@ -23,30 +23,30 @@ def route_calls(instrs: list, router, plain=None) -> list:
     is one the router always hands back as it is (`origin`: where it was loaded from, see
     `producer`; a builtin, a torch function), so those calls cost nothing more. (A method
     load is made plain only for a call that is routed: one that is not keeps its fast form.)"""
-    skip, keep = set(), set()  # calls not routed; method loads left as they are (for those calls)
+    routes, keep = {}, set()  # call index -> its callable's depth; method loads left as they are
     for i, ins in enumerate(instrs):
         depth = compat.callable_depth(ins) if isinstance(ins, Instr) else None
         if depth is None:
             continue
         form = _plain_form(instrs, i, depth)
         if form is False or form is None and compat.method_form_call(instrs, i):
-            skip.add(i)
             continue
         at, where, _ = producer(instrs, i, depth)
         if plain is not None and where is not None and plain(where):
-            skip.add(i)
             if instrs[at].name in compat.METHOD_LOADS:
                 keep.add(at)
+            continue
+        routes[i] = depth
     out = []
     for i, ins in enumerate(instrs):
         if not isinstance(ins, Instr):
             out.append(ins)
             continue
-        if i not in skip and compat.callable_depth(ins) is not None:
+        if i in routes:
             at = len(out)  # before what sets the call up (3.11: KW_NAMES, PRECALL), after any label
             while at > 0 and isinstance(out[at - 1], Instr) and out[at - 1].name in compat.CALL_PREFIXES:
                 at -= 1
-            out[at:at] = compat.routed(Instr, router, compat.callable_depth(ins), ins.location)
+            out[at:at] = compat.routed(Instr, router, routes[i], ins.location)
         plain_load = None if i in keep else compat.plain_method_load(Instr, ins)
         out.extend([ins] if plain_load is None else plain_load)
     return out

@@ -145,9 +145,10 @@ def options() -> Options:
 def report(file=None) -> str:
     """Which functions were compiled, with graphs, graph breaks and recompiles; how many
     were instrumented and how many turned out not to touch torch."""
-    compiled = [z for z in LAZIES if z.decided == "compiled" and _graphs(z.dispatcher)]
+    graphs = {id(z): _graphs(z.dispatcher) for z in LAZIES if z.decided in ("compiled", "unstable")}
+    compiled = [z for z in LAZIES if z.decided == "compiled" and graphs[id(z)]]
     plain = sum(z.decided == "plain" for z in LAZIES)
-    empty = sum(z.decided == "no graph" or z.decided == "compiled" and not _graphs(z.dispatcher) for z in LAZIES)
+    empty = sum(z.decided == "no graph" or z.decided == "compiled" and not graphs[id(z)] for z in LAZIES)
     unstable = sum(z.decided == "unstable" for z in LAZIES)
     lines = [f"rewrite.hook: {len(LAZIES)} functions instrumented, {len(compiled)} compiled, "
              f"{plain} never touched torch, {empty} captured no op and {unstable} kept recompiling "
@@ -156,11 +157,10 @@ def report(file=None) -> str:
         lines.append(f"{'function':50} {'graphs':>6} {'breaks':>6} {'eager':>6} {'recompiles':>10}")
     for z in compiled + [z for z in LAZIES if z.decided == "unstable"]:
         d = z.dispatcher
-        graphs = _graphs(d)
         breaks = sum(e.graph_break is not None for e in d.entries)
         eager = sum(e.reason is not None for e in d.entries)
         where = f"{z.original.co_qualname} ({os.path.basename(z.original.co_filename)}:{z.original.co_firstlineno})"
-        lines.append(f"{where[:50]:50} {graphs:6d} {breaks:6d} {eager:6d} {max(0, d.compiles - 1):10d}")
+        lines.append(f"{where[:50]:50} {graphs[id(z)]:6d} {breaks:6d} {eager:6d} {max(0, d.compiles - 1):10d}")
     text = "\n".join(lines)
     if file is not None:
         print(text, file=file)
