@@ -2,9 +2,10 @@
 
 Run: .venv/bin/python benchmarks/transformers_models.py
 
-Tiny random-init GPT-2 and Llama (built from configs: no download), batch 1, 8 tokens, no_grad.
-Printed side by side, measured in one process: graphs, graph breaks and ops captured
-(rewrite.explain / torch._dynamo.explain), first-call time (fresh model each), and the
+Tiny random-init GPT-2, Llama and BERT (built from configs: no download), batch 1, 8 tokens,
+no_grad. Printed side by side, measured in one process: graphs, graph breaks and ops captured
+(rewrite.explain / torch._dynamo.explain), first-call time (fresh model each), the recompile
+at a new sequence length (11 tokens: the call that makes the sizes dynamic), and the
 steady-state time per forward against eager.
 """
 from __future__ import annotations
@@ -34,6 +35,18 @@ def llama():
     return transformers.LlamaForCausalLM(cfg).eval()
 
 
+def bert():
+    cfg = transformers.BertConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                  vocab_size=100, max_position_embeddings=64)
+    return transformers.BertModel(cfg).eval()
+
+
+def timed_ms(fn, ids) -> float:
+    t0 = time.perf_counter()
+    fn(input_ids=ids)
+    return (time.perf_counter() - t0) * 1e3
+
+
 def steady_ms(fn, ids, n=30) -> float:
     fn(input_ids=ids), fn(input_ids=ids)
     best = float("inf")
@@ -51,8 +64,9 @@ def main():
     print(f"transformers models -- {time.strftime('%Y-%m-%d')}, Python {platform.python_version()}, "
           f"torch {torch.__version__}, transformers {transformers.__version__}, {platform.machine()}\n")
     print(f"{'model':8} {'':14} {'graphs':>6} {'breaks':>6} {'ops':>5} {'eager entries':>13} "
-          f"{'1st call ms':>11} {'steady ms':>9} {'eager ms':>8}")
-    for name, make in (("gpt2", gpt2), ("llama", llama)):
+          f"{'1st call ms':>11} {'new len ms':>10} {'steady ms':>9} {'eager ms':>8}")
+    longer = torch.randint(0, 100, (1, 11))
+    for name, make in (("gpt2", gpt2), ("llama", llama), ("bert", bert)):
         torch.manual_seed(0)
         ids = torch.randint(0, 100, (1, 8))
         with torch.no_grad():
@@ -63,25 +77,24 @@ def main():
             seen: list = []
             dispatch.OBSERVERS.append(seen)
             rewrite.jit(model)
-            t0 = time.perf_counter()
-            model(input_ids=ids)
-            first = (time.perf_counter() - t0) * 1e3
+            first = timed_ms(model, ids)
+            relen = timed_ms(model, longer)
             dispatch.OBSERVERS.remove(seen)
             out = rewrite.explain(make())(input_ids=ids)
             fallbacks = sum(e.reason is not None for _, e in seen)
             print(f"{name:8} {'rewrite.jit':14} {out.graph_count:6d} {out.graph_break_count:6d} {out.op_count:5d} "
-                  f"{fallbacks:13d} {first:11.1f} {steady_ms(model, ids):9.2f} {t_eager:8.2f}")
+                  f"{fallbacks:13d} {first:11.1f} {relen:10.1f} {steady_ms(model, ids):9.2f} {t_eager:8.2f}")
             # torch.compile
             torch._dynamo.reset()
             model = make()
             compiled = torch.compile(model, backend="eager")
-            t0 = time.perf_counter()
-            compiled(input_ids=ids)
-            first = (time.perf_counter() - t0) * 1e3
+            first = timed_ms(compiled, ids)
+            relen = timed_ms(compiled, longer)
+            t_steady = steady_ms(compiled, ids)
             torch._dynamo.reset()
             ex = torch._dynamo.explain(make())(input_ids=ids)
             print(f"{'':8} {'torch.compile':14} {ex.graph_count:6d} {ex.graph_break_count:6d} {ex.op_count:5d} "
-                  f"{'-':>13} {first:11.1f} {steady_ms(compiled, ids):9.2f} {t_eager:8.2f}")
+                  f"{'-':>13} {first:11.1f} {relen:10.1f} {t_steady:9.2f} {t_eager:8.2f}")
 
 
 if __name__ == "__main__":

@@ -122,6 +122,9 @@ def plan_outputs(cap: Capture) -> None:
                     cap.output_values.append(v.value)
                 return output_expr(index[v.node])
             if isinstance(v, ConstVar):
+                from .ops.builtins import TracedId
+                if isinstance(v.value, TracedId):
+                    raise Unsupported("id() of a value made in the call leaves it (eager's id is not known)")
                 return cap.consts.ref(v.value)
             if isinstance(v, TupleVar):
                 inner = ", ".join(rebuild(i) for i in v.items)
@@ -136,10 +139,18 @@ def plan_outputs(cap: Capture) -> None:
                 return "{" + ", ".join(f"{cap.consts.ref(k)}: {rebuild(i)}" for k, i in v.items.items()) + "}"
             if isinstance(v, ObjectVar):
                 return cap.consts.ref(v.value)
-            if isinstance(v, InstanceVar):  # an object the trace made: its class, its attributes
-                from .ops.instances import new_instance
+            if isinstance(v, InstanceVar):
+                from .ops.instances import made_as_called, new_instance
+                made = made_as_called(v)
+                if made is not None:  # as it was made: the class called again (its __init__ runs, as eager's)
+                    args, kwargs = made
+                    kw = "".join(f"**{{{cap.consts.ref(k)}: {rebuild(a)}}}, " for k, a in kwargs.items())
+                    return f"{cap.consts.ref(v.cls)}({''.join(rebuild(a) + ', ' for a in args)}{kw})"
+                # changed since: its class, attributes (and items)
                 attrs = ", ".join(f"{cap.consts.ref(k)}: {rebuild(i)}" for k, i in v.attrs.items())
-                return f"{cap.consts.ref(new_instance)}({cap.consts.ref(v.cls)}, {{{attrs}}})"
+                items = "" if v.base is None else \
+                    ", {" + ", ".join(f"{cap.consts.ref(k)}: {rebuild(i)}" for k, i in v.base.items.items()) + "}"
+                return f"{cap.consts.ref(new_instance)}({cap.consts.ref(v.cls)}, {{{attrs}}}{items})"
             if isinstance(v, SetVar):
                 from .ops.sets import members
                 inner = ", ".join(rebuild(i) for i in members(v))

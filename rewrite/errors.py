@@ -95,5 +95,22 @@ def python_error(exc_type: type, *args) -> PythonError:
     return PythonError(exc_type(*args))
 
 
+class Raised(Exception):
+    """Internal signal: a traced exception (`exc`, a Var) leaving a frame that has no handler
+    for it: the caller's turn."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+
+def traced_error_type(e: Exception) -> type | None:
+    """The exception class a PythonError or Raised stands for (None: not one of them)."""
+    if isinstance(e, PythonError):
+        return type(e.error)
+    if isinstance(e, Raised):
+        return getattr(e.exc, "cls", None)
+    return None
+
+
 class InternalError(RewriteError):
     """A bug in rewrite itself while compiling. With `config.suppress_errors` the call runs eagerly instead."""

@@ -681,7 +681,6 @@ def test_collections_counter():
     check(f, x3)
 
 
-@todo("constructing collections.OrderedDict while tracing")
 def test_ordered_dict_created():
     def f(x):
         return collections.OrderedDict(a=x, b=x * 2)

@@ -683,7 +683,6 @@ def test_list_sort_with_key():
     check(f, lambda s: (rand(s, 3), [1, 3, 2]))
 
 
-@todo("attribute '__dict__' of object of type State")
 def test_write_through_dunder_dict():
     def f(x, st):
         st.__dict__["steps"] = 9

@@ -21,6 +21,7 @@ def test_every_runnable_readme_example_runs():
     runnable = [b for b in python_blocks() if b.startswith(("import", "from"))]
     assert len(runnable) >= 2
     for block in runnable:
+        rewrite.reset()  # each as a fresh program would run it (other tests compiled the same models' code)
         exec(compile(block, str(README), "exec"), {})
         rewrite.reset()
 

@@ -180,9 +180,12 @@ class NotInDictMatch(Guard):
     """An attribute resolved on the class is not shadowed by the instance's __dict__."""
     source: Source
     name: str
+    raw: bool = False  # the class defines __getattribute__: read the dict past it
     priority = 3
 
     def checks(self, c):
+        if self.raw:
+            return [f"{py_str(self.name)} not in object.__getattribute__({self.source.expr()}, '__dict__')"]
         return [f"{py_str(self.name)} not in {self.source.expr()}.__dict__"]
 
     def read(self, globals_, scope):

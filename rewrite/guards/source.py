@@ -164,6 +164,65 @@ class AttrSource(Source):
 
 
 @dataclass(frozen=True)
+class ObjectAttrSource(AttrSource):
+    """`object.__getattribute__(base, 'attr')`: the attribute as Python's generic lookup finds
+    it, past a class's own `__getattribute__` (which the trace ran; a guard or the entry
+    reading it must not run it again)."""
+
+    def expr(self) -> str:
+        return f"object.__getattribute__({self.base.expr()}, {py_str(self.attr)})"
+
+
+@dataclass(frozen=True)
+class BaseCopySource(Source):
+    """`dict.copy(base)` / `list.copy(base)`: what a dict or list subclass holds as that builtin,
+    copied past the subclass's own methods (`__getitem__`, `get`, `__iter__`, ...)."""
+    base: Source
+    builtin: str  # "dict" or "list"
+
+    def expr(self) -> str:
+        return f"{self.builtin}.copy({self.base.expr()})"
+
+    def name(self) -> str:
+        return f"{self.builtin}.copy({self.base.name()})"
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+@dataclass(frozen=True)
+class ContextVarSource(Source):
+    """`base.get(NotImplemented)`: what ContextVar `base` holds in the current context
+    (NotImplemented: no value set there)."""
+    base: Source
+
+    def expr(self) -> str:
+        return f"{self.base.expr()}.get(NotImplemented)"
+
+    def name(self) -> str:
+        return f"{self.base.name()}.get()"
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+@dataclass(frozen=True)
+class TypeSource(Source):
+    """`type(base)`: the class attribute lookup starts from (not `base.__class__`, which a
+    class's `__getattribute__` or a `__class__` property could answer)."""
+    base: Source
+
+    def expr(self) -> str:
+        return f"type({self.base.expr()})"
+
+    def name(self) -> str:
+        return f"type({self.base.name()})"
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+@dataclass(frozen=True)
 class ItemSource(Source):
     base: Source
     index: object  # a key whose repr is a literal: int, str, bool, None, finite float, tuple of them

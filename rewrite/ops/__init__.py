@@ -14,10 +14,10 @@ import torch
 
 from ..errors import Unsupported
 from ..guards.source import AttrSource
-from ..trace.values import (BoundVar, ConstVar, ContextExitVar, DictVar, ExceptionVar, FunctionVar, GradModeVar, InstanceVar,
+from ..trace.values import (AttrDictVar, BoundVar, ConstVar, ContextExitVar, DictVar, ExceptionVar, FunctionVar, GradModeVar, InstanceVar,
                             ListVar, MethodVar, ObjectVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar, Var)
 from .builtins import BUILTINS, PURE, call_builtin
-from . import contexts, instances, library, markers
+from . import contexts, functions, instances, library, markers  # (functions, library: rules of BUILTINS)
 from .core import (const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate, key_of, make_slice,
                    python_value, setitem, truthy, unpack)
 from .objects import dict_method, getattr_object, list_method, setattr_object, tuple_field, tuple_method
@@ -50,13 +50,16 @@ def getattr_(frame, obj: Var, name: str) -> Var:
         return const(fold(getattr, obj.python_value(), name))
     if isinstance(obj, SuperVar):
         return instances.getattr_super(frame, obj, name)
+    if isinstance(obj, FunctionVar):
+        from .functions import made_function_attr
+        return made_function_attr(frame, obj, name)
     if isinstance(obj, ConstVar):
         return const(fold(getattr, obj.value, name))  # immutable builtin values: pure
     if isinstance(obj, TupleVar):
         field = tuple_field(obj, name)
         if field is not None:
             return field
-    if isinstance(obj, (TupleVar, ListVar, DictVar, SetVar)):
+    if isinstance(obj, (TupleVar, ListVar, DictVar, SetVar, AttrDictVar)):
         return MethodVar(obj, name)
     raise Unsupported(f"attribute {name!r} of {describe(obj)}")
 
@@ -118,6 +121,9 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
             return unary(frame, _UNARY_FUNCTIONS[value], *args)
         if value is operator.getitem:
             return getitem(frame, *args)
+    if args and isinstance(args[0], ObjectVar) and bases.is_base_method(value) \
+            and bases.builtin_of(type(args[0].value)) is not None:  # dict.get(self, key) in a dict subclass
+        return bases.call(frame, value, args[0], args[1:], kwargs)
     if isinstance(value, library.GETTERS):
         return library.call_getter(frame, value, args, kwargs)
     if isinstance(value, _CUSTOM_OP):  # torch.library.custom_op: its operator is the graph node
@@ -185,7 +191,12 @@ def _call_method(frame, m: MethodVar, args, kwargs) -> Var:
     if isinstance(self, SetVar):
         from .sets import method
         return method(frame, self, m.name, args, kwargs)
+    if isinstance(self, AttrDictVar):
+        from . import attrdict
+        return attrdict.method(frame, self, m.name, args, kwargs)
     if isinstance(self, ObjectVar):
+        if context_vars.is_context_var(self.value):
+            return context_vars.method(frame, self, m.name, args, kwargs)
         import inspect
         fn = inspect.getattr_static(self.value, m.name)
         if isinstance(self.value, (logging.Logger, logging.LoggerAdapter)):

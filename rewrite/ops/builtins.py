@@ -5,6 +5,7 @@ Python value (PURE); anything else is unsupported.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import sys
@@ -109,7 +110,45 @@ def _len(frame, args, kwargs):
     user = call_dunder(frame, v, "__len__")
     if user is not None:
         return user
+    from .bases import protocol
+    inherited = protocol(frame, v, "__len__")
+    if inherited is not None:
+        return inherited
     return ConstVar(fold(len, python_value(v, "len()")))
+
+
+@rule(copy.deepcopy)
+def _deepcopy(frame, args, kwargs):
+    from .copying import deepcopy
+    return deepcopy(frame, args, kwargs)
+
+
+@rule(copy.copy)
+def _copy(frame, args, kwargs):
+    from .copying import shallow
+    return shallow(frame, args, kwargs)
+
+
+class TracedId(int):
+    """`id()` of a value the trace made (or of a tensor): a stand-in, negative so it never equals
+    a real object's id, the same for the same Var. Good as a key (copy.deepcopy's memo); the
+    entry refuses to hand one out (it is not the id eager would give)."""
+
+
+@rule(id)
+def _id(frame, args, kwargs):
+    (v,) = args
+    if isinstance(v, ObjectVar) and not isinstance(v.value, torch.Tensor):
+        if v.source is not None:  # the object that came in: its id, while it is that object
+            from ..guards.guard import IdMatch
+            frame.tracer.guards.add(IdMatch(v.source, v.value))
+        return ConstVar(id(v.value))
+    if isinstance(v, ConstVar) and not isinstance(v.value, TracedId):
+        return ConstVar(id(v.value))  # (a constant the entry holds: the same object)
+    ids = frame.tracer.traced_ids
+    if id(v) not in ids:
+        ids[id(v)] = (v, TracedId(-1 - len(ids)))  # (v kept alive: its id stays its own)
+    return ConstVar(ids[id(v)][1])
 
 
 @rule(isinstance)
@@ -134,6 +173,9 @@ def _getattr(frame, args, kwargs):
     from . import getattr_
     name = python_value(args[1], "getattr()")
     if len(args) == 3:
+        if _hooked(args[0]):  # the lookup is the class's code: run once, AttributeError gives the default
+            found = _traced_getattr(frame, args[0], name)
+            return args[2] if found is None else found
         if not has_attr(frame, args[0], name):
             return args[2]
     return getattr_(frame, args[0], name)
@@ -144,7 +186,32 @@ def _hasattr(frame, args, kwargs):
     return ConstVar(has_attr(frame, args[0], python_value(args[1], "hasattr()")))
 
 
+def _hooked(v: Var) -> bool:
+    """An object whose class looks attributes up in Python (`__getattribute__`, `__getattr__`)."""
+    from .instances import class_attr, is_user_object, type_of
+    if not is_user_object(v) or isinstance(getattr(v, "value", None), torch.nn.Module):
+        return False
+    cls = type_of(v)
+    return any(isinstance(class_attr(cls, hook), types.FunctionType) for hook in ("__getattribute__", "__getattr__"))
+
+
+def _traced_getattr(frame, v: Var, name: str) -> Var | None:
+    """`v.name` traced as Python runs it; None where it raised AttributeError (each path
+    guards what it read, the absence of the name included)."""
+    from ..errors import PythonError, Raised, traced_error_type
+    from . import getattr_
+    try:
+        return getattr_(frame, v, name)
+    except (PythonError, Raised) as e:
+        error = traced_error_type(e)
+        if error is None or not issubclass(error, AttributeError):
+            raise
+        return None
+
+
 def has_attr(frame, v: Var, name: str) -> bool:
+    if _hooked(v):
+        return _traced_getattr(frame, v, name) is not None
     present = _has_attr(frame, v, name)
     if v.source is not None and isinstance(v, ObjectVar):  # the answer may change between calls
         frame.tracer.guards.add(HasAttrMatch(v.source, name, present))

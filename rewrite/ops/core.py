@@ -7,7 +7,7 @@ import types
 import torch
 
 from ..errors import PythonError, Unsupported, python_error
-from ..trace.values import (BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExceptionVar, FunctionVar, InstanceVar,
+from ..trace.values import (AttrDictVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExceptionVar, FunctionVar, InstanceVar,
                             IteratorVar, ListVar, MethodVar, SetVar, SymIntVar,
                             ObjectVar, ScalarVar, TensorVar, TupleVar, Var)
 
@@ -87,6 +87,8 @@ def describe(v: Var) -> str:
         return f"object of type {type(val).__qualname__}"
     if isinstance(v, FunctionVar):
         return f"function {v.code.co_qualname}"
+    if isinstance(v, AttrDictVar):
+        return f"the __dict__ of {describe(v.obj)} (read key by key only)"
     if isinstance(v, MethodVar):
         return f"method {v.name} of {describe(v.self_var)}"
     if isinstance(v, (InstanceVar, ExceptionVar)):
@@ -164,6 +166,10 @@ def truthy(frame, v: Var) -> bool:
                 if not isinstance(result, ConstVar) or type(result.value) not in (bool, int):
                     raise Unsupported(f"{name} returned {describe(result)}")
                 return bool(result.value)
+        from .bases import protocol
+        inherited = protocol(frame, v, "__len__")  # a dict subclass: empty is false
+        if inherited is not None:
+            return bool(inherited.value)
         if isinstance(v, InstanceVar):
             return True
     if isinstance(v, ObjectVar):
@@ -216,6 +222,9 @@ def _user_iter(frame, v: Var):
     returning an iterable the tracer knows)."""
     from .instances import call_dunder
     it = call_dunder(frame, v, "__iter__")
+    if it is None:
+        from .bases import protocol
+        it = protocol(frame, v, "__iter__")
     if it is None or isinstance(it, IteratorVar):
         return it
     if isinstance(it, (ListVar, TupleVar, DictVar, DictViewVar)):
@@ -262,10 +271,17 @@ def contains(frame, container: Var, item: Var) -> bool:
         return False
     if isinstance(container, ConstVar):
         return fold(operator.contains, container.value, python_value(item, "`in`"))
+    if isinstance(container, AttrDictVar):
+        from . import attrdict
+        return attrdict.contains(frame, container, item)
     from .instances import call_dunder
     user = call_dunder(frame, container, "__contains__", item)
     if user is not None:
         return truthy(frame, user)
+    from .bases import protocol
+    inherited = protocol(frame, container, "__contains__", item)
+    if inherited is not None:
+        return truthy(frame, inherited)
     if call_dunder(frame, container, "__iter__") is not None:
         return contains(frame, ListVar(unpack(frame, container)), item)
     raise Unsupported(f"`in` on {describe(container)}")
@@ -294,6 +310,9 @@ def getitem(frame, obj: Var, index: Var) -> Var:
             py_type = obj.py_type if obj.py_type in (tuple, torch.Size) else tuple
             return TupleVar(picked, py_type=py_type)
         return picked
+    if isinstance(obj, AttrDictVar):
+        from . import attrdict
+        return attrdict.getitem(frame, obj, index)
     if isinstance(obj, DictVar):
         key = key_of(index)
         if key not in obj.items:
@@ -305,6 +324,10 @@ def getitem(frame, obj: Var, index: Var) -> Var:
     user = call_dunder(frame, obj, "__getitem__", index)
     if user is not None:
         return user
+    from .bases import protocol
+    inherited = protocol(frame, obj, "__getitem__", index)
+    if inherited is not None:
+        return inherited
     raise Unsupported(f"subscript of {describe(obj)}")
 
 
@@ -326,8 +349,15 @@ def setitem(frame, obj: Var, index: Var, value: Var) -> None:
     if isinstance(obj, DictVar):
         obj.items[key_of(index)] = value
         return
+    if isinstance(obj, AttrDictVar):
+        from . import attrdict
+        attrdict.setitem(frame, obj, index, value)
+        return
     from .instances import call_dunder
     if call_dunder(frame, obj, "__setitem__", index, value) is not None:
+        return
+    from .bases import protocol
+    if protocol(frame, obj, "__setitem__", index, value) is not None:
         return
     raise Unsupported(f"item assignment on {describe(obj)}")
 
@@ -342,7 +372,15 @@ def delitem(frame, obj: Var, index: Var) -> None:
     if isinstance(obj, DictVar):
         fold(operator.delitem, obj.items, key_of(index))
         return
+    if isinstance(obj, AttrDictVar):
+        from ..trace.side_effects import DELETED
+        from . import attrdict
+        attrdict.setitem(frame, obj, index, DELETED)
+        return
     from .instances import call_dunder
     if call_dunder(frame, obj, "__delitem__", index) is not None:
+        return
+    from .bases import protocol
+    if protocol(frame, obj, "__delitem__", index) is not None:
         return
     raise Unsupported(f"del on an item of {describe(obj)}")

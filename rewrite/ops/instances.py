@@ -10,6 +10,7 @@ as `copy` and `pickle` do: `cls.__new__(cls)` and its `__dict__` filled.
 from __future__ import annotations
 
 import abc
+import collections
 import types
 
 import torch
@@ -21,15 +22,27 @@ from .core import const, describe
 
 _MISSING = object()
 METACLASSES = (type, abc.ABCMeta)
+# the `__getattribute__` slots of builtin types that are Python's generic lookup (what
+# `object.__getattribute__` does); a class inheriting one of them reads attributes as objects do
+GENERIC_GETATTRIBUTE = frozenset(t.__getattribute__ for t in (
+    object, dict, list, tuple, set, frozenset, int, float, complex, str, bytes, bytearray,
+    collections.defaultdict, collections.deque, BaseException))
 # classes whose objects are plain values to the tracer (ObjectVar rules), never user objects
 NOT_USER = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
             torch.nn.Module, torch.Tensor)
 
 
-def new_instance(cls, attrs: dict):
-    """What the entry calls to rebuild an object the trace made."""
-    obj = object.__new__(cls)
-    obj.__dict__.update(attrs)
+def new_instance(cls, attrs: dict, items: dict | None = None):
+    """What the entry calls to rebuild an object the trace made: its attributes, and for a
+    dict subclass its items (set with the builtin's own `__setitem__`, past the class's)."""
+    if items is None:
+        obj = object.__new__(cls)
+    else:
+        obj = dict.__new__(cls)
+        setitem = collections.OrderedDict.__setitem__ if isinstance(obj, collections.OrderedDict) else dict.__setitem__
+        for k, v in items.items():
+            setitem(obj, k, v)
+    object.__getattribute__(obj, "__dict__").update(attrs)  # (past a __getattribute__ of the class's own)
     return obj
 
 
@@ -45,24 +58,30 @@ def _heap_type(cls) -> bool:
     return bool(cls.__flags__ & (1 << 9))  # Py_TPFLAGS_HEAPTYPE: defined by a class statement
 
 
+# builtin bases an object made while tracing may have: what the builtin holds is a DictVar
+DICT_BASES = (dict, collections.OrderedDict)
+
+
 def why_not_constructible(cls: type) -> str | None:
-    if type(cls) not in METACLASSES:
-        return f"its metaclass is {type(cls).__qualname__}"
+    if type(cls) not in METACLASSES and type(cls).__call__ is not type.__call__:
+        return f"its metaclass {type(cls).__qualname__} defines __call__"
     if issubclass(cls, torch.nn.Module):
         return "modules are made outside the compiled function"
     for base in cls.__mro__[:-1]:
-        if not _heap_type(base):
+        if not _heap_type(base) and base not in DICT_BASES:
             return f"it derives from {base.__qualname__}"
         if base.__dict__.get("__slots__", ()):
             return "it has __slots__"
     if not cls.__dictoffset__:
         return "its objects have no __dict__"
-    for name, default in (("__new__", object.__new__), ("__getattribute__", object.__getattribute__)):
-        if getattr(cls, name) is not default:
-            return f"it defines {name}"
+    if cls.__new__ is not object.__new__ and cls.__new__ is not dict.__new__:
+        return "it defines __new__"
+    if own_getattribute(cls) is None and cls.__getattribute__ not in GENERIC_GETATTRIBUTE:
+        return "it defines __getattribute__"
     if class_attr(cls, "__del__") is not _MISSING:
         return "it defines __del__"
-    if not isinstance(class_attr(cls, "__init__"), types.FunctionType) and cls.__init__ is not object.__init__:
+    if not isinstance(class_attr(cls, "__init__"), types.FunctionType) and cls.__init__ is not object.__init__ \
+            and cls.__init__ not in (dict.__init__, collections.OrderedDict.__init__):
         return "its __init__ is not a Python function"
     return None
 
@@ -72,15 +91,57 @@ def construct(frame, cls_var: ObjectVar, args, kwargs) -> InstanceVar:
     why = why_not_constructible(cls)
     if why is not None:
         raise Unsupported(f"constructing {cls.__module__}.{cls.__qualname__} while tracing ({why})")
-    inst = InstanceVar(cls, cls_var.source)
+    from ..trace.values import DictVar, mutations
+    inst = InstanceVar(cls, cls_var.source, DictVar({}) if issubclass(cls, dict) else None)
+    tracer = frame.tracer
+    before = (tracer.graph.mark()[1], len(tracer.side_effects.stores), len(tracer.side_effects.containers), mutations())
     init = class_attr(cls, "__init__")
     if isinstance(init, types.FunctionType):
-        result = frame.tracer.inline(init, [inst, *args], kwargs, _on_class(inst, "__init__"), frame)
+        result = tracer.inline(init, [inst, *args], kwargs, _on_class(inst, "__init__"), frame)
         if not (isinstance(result, ConstVar) and result.value is None):
             raise Unsupported(f"{cls.__qualname__}.__init__ returned {describe(result)} (the call raises eagerly)")
+    elif inst.base is not None:
+        from . import bases
+        bases.call(frame, init, inst, list(args), kwargs)  # dict.__init__: its items
     elif args or kwargs:
         raise Unsupported(f"{cls.__qualname__}() takes no arguments (the call raises eagerly)")
+    after = (tracer.graph.mark()[1], len(tracer.side_effects.stores), len(tracer.side_effects.containers), mutations())
+    passed = {id(a) for a in (*args, *kwargs.values())}
+    if before == after and all(id(v) in passed or _immutable(v) for _, v in _held(inst)):
+        inst.made_by = (list(args), dict(kwargs), state(inst))  # the entry may call the class to rebuild it
     return inst
+
+
+def _held(inst: InstanceVar):
+    yield from inst.attrs.items()
+    if inst.base is not None:
+        yield from inst.base.items.items()
+
+
+def _immutable(v: Var) -> bool:
+    """A value nothing can change in place behind the object's back (a tensor's data is the
+    graph's: the rebuilt object holds the graph's output)."""
+    from ..trace.values import ScalarVar, SymIntVar, TensorVar, TupleVar
+    if isinstance(v, (ConstVar, TensorVar, ScalarVar, SymIntVar)):
+        return True
+    if isinstance(v, ObjectVar):  # came in: its changes are the trace's side effects
+        return v.source is not None or isinstance(v.value, (type, types.FunctionType, types.BuiltinFunctionType))
+    return isinstance(v, TupleVar) and all(_immutable(i) for i in v.items)
+
+
+def state(inst: InstanceVar) -> tuple:
+    """What the object holds, by identity of the Vars (attributes, items)."""
+    items = inst.base.items.items() if inst.base is not None else ()
+    return tuple((k, id(v)) for k, v in inst.attrs.items()), tuple((k, id(v)) for k, v in items)
+
+
+def made_as_called(inst: InstanceVar):
+    """(args, kwargs) of the class's call that made `inst`, when calling it again makes the same
+    object: it ran no op and changed nothing else, what the object holds is what it was passed
+    or immutable, and nothing changed the object since. Else None (its state is copied)."""
+    if inst.made_by is None or inst.made_by[2] != state(inst):
+        return None
+    return inst.made_by[:2]
 
 
 def _on_class(v: Var, name: str):
@@ -88,8 +149,36 @@ def _on_class(v: Var, name: str):
     if isinstance(v, InstanceVar):
         return AttrSource(v.cls_source, name) if v.cls_source is not None else None
     if isinstance(v, ObjectVar) and v.source is not None:
-        return AttrSource(AttrSource(v.source, "__class__"), name)
+        return AttrSource(class_source(v.source, type(v.value)), name)
     return None
+
+
+def own_getattribute(cls: type):
+    """The class's `__getattribute__` when Python code defines it, else None."""
+    hook = class_attr(cls, "__getattribute__")
+    return hook if isinstance(hook, types.FunctionType) else None
+
+
+def class_source(source, cls: type):
+    """The source of an object's class: `obj.__class__` (one attribute read), or `type(obj)`
+    when the class's own `__getattribute__` would answer `obj.__class__`."""
+    from ..guards.source import TypeSource
+    return TypeSource(source) if own_getattribute(cls) is not None else AttrSource(source, "__class__")
+
+
+def hooked_getattr(frame, v: Var, name: str, hook) -> Var:
+    """`v.name` when v's class defines `__getattribute__`: that method traced (guarded on the
+    class holding it), then the class's `__getattr__` if it raised AttributeError, as Python's
+    attribute lookup does."""
+    from ..errors import PythonError, Raised, traced_error_type
+    try:
+        return frame.tracer.inline(hook, [v, ConstVar(name)], {}, _on_class(v, "__getattribute__"), frame)
+    except (PythonError, Raised) as e:
+        error = traced_error_type(e)
+        if error is None or not issubclass(error, AttributeError) or \
+                not isinstance(class_attr(type_of(v), "__getattr__"), types.FunctionType):
+            raise
+    return getattr_fallback(frame, v, name)
 
 
 def type_of(v: Var) -> type:
@@ -115,23 +204,38 @@ def bind(frame, v: Var, static, name: str, source) -> Var:
 
 
 def getattr_instance(frame, inst: InstanceVar, name: str) -> Var:
+    hook = own_getattribute(inst.cls)
+    if hook is not None:
+        return hooked_getattr(frame, inst, name, hook)
+    return generic_getattr_instance(frame, inst, name)
+
+
+def generic_getattr_instance(frame, inst: InstanceVar, name: str, fallback: bool = True) -> Var:
+    """What `object.__getattribute__` finds on an object the trace made (`fallback`: then
+    the class's `__getattr__`, as a plain attribute read does)."""
     if name == "__class__":
         return ObjectVar(inst.cls, inst.cls_source)
-    if name == "__dict__":
-        raise Unsupported(f"reading __dict__ of {describe(inst)}")
+    if name == "__dict__":  # the attributes themselves (a DictVar over the very dict)
+        from ..trace.values import DictVar
+        view = DictVar({})
+        view.items = inst.attrs
+        return view
     static = class_attr(inst.cls, name)
     source = _on_class(inst, name)
     if isinstance(static, property):
         return _property_get(frame, inst, static, name, source)
     if static is not _MISSING and hasattr(type(static), "__set__"):
         raise Unsupported(f"descriptor {name!r} of class {inst.cls.__qualname__} ({type(static).__qualname__})")
+    from . import bases
+    if inst.base is not None and bases.is_base_method(static) and name not in inst.attrs:
+        return BoundVar(static, inst, None)  # `output.keys()`: the dict's
     if name in inst.attrs:
         return inst.attrs[name]
     if static is not _MISSING:
         return bind(frame, inst, static, name, source)
-    fallback = getattr_fallback(frame, inst, name)
-    if fallback is not None:
-        return fallback
+    found = getattr_fallback(frame, inst, name) if fallback else None
+    if found is not None:
+        return found
     raise python_error(AttributeError, f"{inst.cls.__qualname__!r} object has no attribute {name!r}")
 
 
@@ -185,22 +289,46 @@ def store(inst: InstanceVar, name: str, value) -> None:
         inst.attrs[name] = value
 
 
-# --- object's own slots, called explicitly (`object.__setattr__(self, "x", v)` in a frozen dataclass) ----
+# --- object's own slots, called explicitly (`object.__setattr__(self, "x", v)` in a frozen dataclass,
+# `super().__getattribute__(key)` in a class's own __getattribute__) ----------------------------------
+def _slot_args(slot: str, args, kwargs, n: int):
+    if kwargs or len(args) != n or not isinstance(args[1], ConstVar) or type(args[1].value) is not str:
+        raise Unsupported(f"object.{slot}({', '.join(map(describe, args))})")
+    return args[0], args[1].value
+
+
+def _object_getattribute(frame, args, kwargs):
+    obj, name = _slot_args("__getattribute__", args, kwargs, 2)
+    if isinstance(obj, InstanceVar):
+        return generic_getattr_instance(frame, obj, name, fallback=False)
+    if isinstance(obj, ObjectVar) and not isinstance(obj.value, (type, types.ModuleType)):
+        from .objects import generic_getattr
+        return generic_getattr(frame, obj, name, fallback=False)
+    from . import getattr_
+    return getattr_(frame, obj, name)  # (a value the tracer models: its lookup is the generic one)
+
+
 def _object_setattr(frame, args, kwargs):
-    obj, name, value = args
-    if not isinstance(obj, InstanceVar) or kwargs or not isinstance(name, ConstVar):
-        raise Unsupported(f"object.__setattr__ on {describe(obj)}")
-    store(obj, name.value, value)
+    obj, name = _slot_args("__setattr__", args, kwargs, 3)
+    _raw_setattr(frame, obj, name, args[2])
     return ConstVar(None)
 
 
 def _object_delattr(frame, args, kwargs):
     from ..trace.side_effects import DELETED
-    obj, name = args
-    if not isinstance(obj, InstanceVar) or kwargs or not isinstance(name, ConstVar):
-        raise Unsupported(f"object.__delattr__ on {describe(obj)}")
-    store(obj, name.value, DELETED)
+    obj, name = _slot_args("__delattr__", args, kwargs, 2)
+    _raw_setattr(frame, obj, name, DELETED)
     return ConstVar(None)
+
+
+def _raw_setattr(frame, obj: Var, name: str, value) -> None:
+    if isinstance(obj, InstanceVar):
+        store(obj, name, value)
+    elif isinstance(obj, ObjectVar):
+        from .objects import raw_setattr_object
+        raw_setattr_object(frame, obj, name, value)
+    else:
+        raise Unsupported(f"object.__setattr__ on {describe(obj)}")
 
 
 def _object_init(frame, args, kwargs):
@@ -210,7 +338,7 @@ def _object_init(frame, args, kwargs):
 
 
 OBJECT_SLOTS = {object.__setattr__: _object_setattr, object.__delattr__: _object_delattr,
-                object.__init__: _object_init}
+                object.__init__: _object_init, object.__getattribute__: _object_getattribute}
 
 
 # --- super() ------------------------------------------------------------------------------------------
@@ -244,9 +372,15 @@ def getattr_super(frame, sup: SuperVar, name: str) -> Var:
         if name not in base.__dict__:
             continue
         static = base.__dict__[name]
-        if base is object:
+        from . import bases
+        if bases.is_base_method(static):
+            return BoundVar(static, obj, None)
+        if isinstance(static, types.WrapperDescriptorType):
+            if static in GENERIC_GETATTRIBUTE:  # `super().__getattribute__` reaching dict's, list's, ...
+                static = object.__getattribute__
             if static in OBJECT_SLOTS:
                 return BoundVar(static, obj, None)
+        if base is object:
             raise Unsupported(f"super().{name} resolves to object.{name}")
         source = None
         if cls_source is not None:  # type(obj).__mro__[i].name: that base, and what it holds now
@@ -285,6 +419,9 @@ def call_dunder(frame, v: Var, name: str, *args: Var) -> Var | None:
 def call_bound(frame, b: BoundVar, args, kwargs) -> Var:
     if b.func in OBJECT_SLOTS:
         return OBJECT_SLOTS[b.func](frame, [b.self_var, *args], kwargs)
+    from . import bases
+    if bases.is_base_method(b.func):  # `super().get(key)` in a dict subclass
+        return bases.call(frame, b.func, b.self_var, args, kwargs)
     return frame.tracer.inline(b.func, [b.self_var, *args], kwargs, b.func_source, frame)
 
 

@@ -9,17 +9,19 @@ import torch
 
 from ..errors import Unsupported, python_error
 from ..guards.guard import IdMatch, NotInDictMatch
-from ..guards.source import AttrSource, ModuleAttrSource
+from ..guards.source import AttrSource, ModuleAttrSource, ObjectAttrSource
 from ..trace.values import (BoundVar, ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var,
                             note_mutation)
-from ..trace.side_effects import location
+from ..trace.side_effects import DELETED, location
 from .core import const, describe, fold, foldable, key_of, python_value, unpack
-from .instances import _MISSING, OBJECT_SLOTS, bind, class_attr, getattr_fallback
+from .instances import (_MISSING, GENERIC_GETATTRIBUTE, OBJECT_SLOTS, bind, class_attr, class_source, getattr_fallback,
+                        hooked_getattr, own_getattribute)
 
 # modules whose attributes are taken as constants without a guard (Dynamo does the same for torch)
 TRUSTED_MODULES = ("torch", "math", "operator", "builtins", "typing", "numbers", "functools", "itertools",
                    "collections", "dataclasses", "enum", "types")
 TYPE_INFO = (torch.finfo, torch.iinfo)
+BUILTIN_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)  # read from a class: unbound
 # read from a class as constants (its identity is guarded)
 CLASS_METADATA = {"__name__", "__qualname__", "__module__", "__doc__", "__mro__", "__bases__"}
 
@@ -53,6 +55,11 @@ def trusted_globals(globals_: dict) -> bool:
 
 def getattr_object(frame, var: ObjectVar, name: str) -> Var:
     value = var.value
+    if not isinstance(value, (type, types.ModuleType)):
+        hook = own_getattribute(type(value))
+        if hook is not None:  # the class's own __getattribute__ (a transformers config's)
+            return hooked_getattr(frame, var, name, hook)
+        return generic_getattr(frame, var, name)
     tracer = frame.tracer
     source = AttrSource(var.source, name) if var.source is not None else None
     if source is not None:
@@ -67,37 +74,68 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
         if trusted(value):
             return tracer.wrap(attr, None)  # torch, math, ...: taken as constants, as Dynamo does
         return tracer.wrap(attr, source)
-    if isinstance(value, type):
-        if name in CLASS_METADATA:
-            return const(getattr(value, name))
-        if name == "apply" and issubclass(value, torch.autograd.Function):
-            return ObjectVar(autograd_apply(value))  # a custom autograd.Function: one op of the graph
-        static = class_attr(value, name)
-        if static is _MISSING:
-            static = inspect.getattr_static(value, name, _MISSING)  # the metaclass's
-        if static is _MISSING:
-            raise Unsupported(f"class {value.__qualname__} has no attribute {name!r}")
-        if isinstance(static, types.WrapperDescriptorType) and static in OBJECT_SLOTS:  # object.__setattr__
-            return ObjectVar(static)
-        if isinstance(static, staticmethod):
-            return tracer.wrap(static.__func__, None) if source is None else tracer.wrap(getattr(value, name), source)
-        if isinstance(static, classmethod):
-            return BoundVar(static.__func__, var, AttrSource(source, "__func__") if source is not None else None)
-        if isinstance(static, property) or hasattr(type(static), "__get__") and \
-                not isinstance(static, types.FunctionType):
-            raise Unsupported(f"descriptor {name!r} of class {value.__qualname__}")
-        return tracer.wrap(static, source)
-    # an instance
+    if name in CLASS_METADATA:
+        return const(getattr(value, name))
+    if name == "apply" and issubclass(value, torch.autograd.Function):
+        return ObjectVar(autograd_apply(value))  # a custom autograd.Function: one op of the graph
+    static = class_attr(value, name)
+    if static is _MISSING:
+        static = inspect.getattr_static(value, name, _MISSING)  # the metaclass's
+    if static is _MISSING:
+        raise Unsupported(f"class {value.__qualname__} has no attribute {name!r}")
+    if isinstance(static, types.WrapperDescriptorType) and static in OBJECT_SLOTS:  # object.__setattr__
+        return ObjectVar(static)
+    if isinstance(static, staticmethod):
+        return tracer.wrap(static.__func__, None) if source is None else tracer.wrap(getattr(value, name), source)
+    if isinstance(static, classmethod):
+        return BoundVar(static.__func__, var, AttrSource(source, "__func__") if source is not None else None)
+    if isinstance(static, BUILTIN_METHODS):  # `list.__getitem__`, `dict.get`: the unbound builtin
+        return tracer.wrap(static, source) if source is not None else ObjectVar(static)
+    if isinstance(static, property) or hasattr(type(static), "__get__") and \
+            not isinstance(static, types.FunctionType):
+        raise Unsupported(f"descriptor {name!r} of class {value.__qualname__}")
+    return tracer.wrap(static, source)
+
+
+def generic_getattr(frame, var: ObjectVar, name: str, fallback: bool = True) -> Var:
+    """`var.name` on an object that came in, as Python's generic lookup (`object.__getattribute__`)
+    finds it; `fallback`: then the class's `__getattr__`, as a plain attribute read does. Of
+    an object whose class defines `__getattribute__`, the values read are guarded past it
+    (ObjectAttrSource): the trace ran that method already."""
+    value = var.value
+    tracer = frame.tracer
+    raw = own_getattribute(type(value)) is not None
+    source, deleted = None, False
+    if var.source is not None:
+        source = (ObjectAttrSource if raw else AttrSource)(var.source, name)
+        stored = tracer.side_effects.stored(source, location(value, name))
+        deleted = stored is DELETED
+        if stored is not None and not deleted:  # written earlier in this trace
+            return stored
     if isinstance(value, TYPE_INFO):  # torch.finfo(dtype).eps: constants of a constant
         return const(fold(getattr, value, name))
+    from . import context_vars
+    if context_vars.is_context_var(value) and name in context_vars.METHODS:
+        return MethodVar(var, name)
     if type(value) is types.SimpleNamespace and name in value.__dict__:
         return tracer.wrap(value.__dict__[name], source)
-    if type(value).__getattribute__ is not object.__getattribute__ and not isinstance(value, torch.nn.Module):
+    if isinstance(value, (types.FunctionType, types.CodeType)):
+        from .functions import function_attr
+        found = function_attr(frame, var, name)
+        if found is not None:
+            return found
+    if not raw and type(value).__getattribute__ not in GENERIC_GETATTRIBUTE and not isinstance(value, torch.nn.Module):
         raise Unsupported(f"attribute of {describe(var)}, whose class defines __getattribute__")
-    inst_dict = getattr(value, "__dict__", None)
-    static = inspect.getattr_static(value, name, _MISSING)
+    inst_dict = getattr(value, "__dict__", None) if not raw else _raw_dict(value)
+    if deleted:  # (deleted earlier in this trace: the lookup goes on past the instance)
+        inst_dict = {k: v for k, v in inst_dict.items() if k != name}
+    if name == "__dict__" and inst_dict is not None and var.source is not None and \
+            isinstance(class_attr(type(value), "__dict__"), types.GetSetDescriptorType):  # (a class's own __dict__)
+        from . import attrdict
+        return attrdict.of(frame, var)
+    static = class_attr(type(value), name)  # (what the class holds: the instance's dict is read apart)
     data_descriptor = static is not _MISSING and hasattr(type(static), "__set__")
-    on_class = AttrSource(AttrSource(var.source, "__class__"), name) if var.source is not None else None
+    on_class = AttrSource(class_source(var.source, type(value)), name) if var.source is not None else None
     if isinstance(static, property):
         if static.fget is None:
             raise Unsupported(f"property {name!r} has no getter")
@@ -110,11 +148,18 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
         if on_class is not None:  # the method found now: on the class, not shadowed by the instance
             tracer.guards.add(IdMatch(on_class, static))
             if inst_dict is not None:
-                tracer.guards.add(NotInDictMatch(var.source, name))
+                tracer.guards.add(NotInDictMatch(var.source, name, raw))
         return MethodVar(var, name)
+    from . import bases
+    if bases.is_base_method(static) and bases.builtin_of(type(value)) is not None:  # `registry.get(k)`
+        if on_class is not None:
+            tracer.guards.add(IdMatch(on_class, static))
+            if inst_dict is not None:
+                tracer.guards.add(NotInDictMatch(var.source, name, raw))
+        return BoundVar(static, var, None)
     if isinstance(static, (staticmethod, classmethod)):
         if on_class is not None and inst_dict is not None:
-            tracer.guards.add(NotInDictMatch(var.source, name))
+            tracer.guards.add(NotInDictMatch(var.source, name, raw))
         return bind(frame, var, static, name, on_class)
     if isinstance(static, types.MemberDescriptorType):  # a __slots__ attribute
         try:
@@ -122,7 +167,7 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
         except AttributeError:
             raise Unsupported(f"slot {name!r} of {describe(var)} is empty (the call raises eagerly)") from None
     if name == "__class__":
-        return tracer.wrap(type(value), AttrSource(var.source, "__class__") if var.source is not None else None)
+        return tracer.wrap(type(value), class_source(var.source, type(value)) if var.source is not None else None)
     if isinstance(value, torch.nn.Module) and static is _MISSING:
         for store in ("_parameters", "_buffers", "_modules"):
             d = value.__dict__.get(store)
@@ -131,19 +176,47 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
     if static is not _MISSING and not hasattr(type(static), "__get__"):
         return tracer.wrap(static, source)  # a plain class attribute
     if static is _MISSING and (inst_dict is None or name not in inst_dict):
-        fallback = getattr_fallback(frame, var, name)
-        if fallback is not None:
-            return fallback
+        absent = var.source is not None and inst_dict is not None and not deleted  # (not the trace's doing)
+        if fallback and isinstance(class_attr(type(value), "__getattr__"), types.FunctionType):
+            if absent:  # (while the instance does not have it)
+                tracer.guards.add(NotInDictMatch(var.source, name, raw))
+            return getattr_fallback(frame, var, name)
+        if raw:  # (hasattr would run the class's __getattribute__: the dict's answer is the lookup's)
+            if absent:
+                tracer.guards.add(NotInDictMatch(var.source, name, raw))
+            raise python_error(AttributeError, f"{type(value).__name__!r} object has no attribute {name!r}")
         from .tensors import missing_attribute
         missing_attribute(frame, var, name)
     raise Unsupported(f"attribute {name!r} of {describe(var)}")
 
 
+def _raw_dict(value):
+    try:
+        return object.__getattribute__(value, "__dict__")
+    except AttributeError:
+        return None
+
+
 def setattr_object(frame, var: Var, name: str, value) -> None:
-    """`obj.name = value` (value DELETED: `del obj.name`) on an object that came in: recorded
-    as a side effect, replayed after the graph. Objects whose class customizes attribute
-    assignment (other than nn.Module for plain values) or has a data descriptor there are
-    not traced."""
+    """`obj.name = value` (value DELETED: `del obj.name`) on an object that came in. A class's
+    own `__setattr__` / `__delattr__` is traced; otherwise see `raw_setattr_object`."""
+    from ..trace.side_effects import DELETED
+    obj = var.value if isinstance(var, ObjectVar) else None
+    if obj is not None and not isinstance(obj, (type, types.ModuleType, torch.nn.Module)):
+        hook = class_attr(type(obj), "__delattr__" if value is DELETED else "__setattr__")
+        if isinstance(hook, types.FunctionType):  # (ModelOutput's, a config's attribute_map)
+            from .instances import _on_class
+            args = [var, ConstVar(name)] + ([] if value is DELETED else [value])
+            frame.tracer.inline(hook, args, {}, _on_class(var, hook.__name__), frame)
+            return
+    raw_setattr_object(frame, var, name, value, plain=True)
+
+
+def raw_setattr_object(frame, var: Var, name: str, value, plain: bool = False) -> None:
+    """What `object.__setattr__(obj, name, value)` does on an object that came in (`plain`: a
+    plain `obj.name = value`, whose class has no __setattr__ of its own): recorded as a side
+    effect, replayed after the graph. Objects whose class customizes attribute assignment in
+    C (other than nn.Module for plain values) or has a data descriptor there are not traced."""
     from ..trace.side_effects import DELETED
     obj = var.value if isinstance(var, ObjectVar) else None
     if obj is None or var.source is None or isinstance(obj, (type, types.ModuleType)):
@@ -152,21 +225,25 @@ def setattr_object(frame, var: Var, name: str, value) -> None:
     static = inspect.getattr_static(cls, name, _MISSING)
     if static is not _MISSING and hasattr(type(static), "__set__"):
         raise Unsupported(f"assignment to {cls.__qualname__}.{name}, a property or slot")
-    if cls.__setattr__ is torch.nn.Module.__setattr__:
+    if plain and cls.__setattr__ is torch.nn.Module.__setattr__:
         if value is DELETED or isinstance(getattr(value, "value", None), torch.nn.Module) or name.startswith("_") \
                 or name in obj._parameters or name in obj._modules:
             raise Unsupported(f"assignment to {cls.__qualname__}.{name} (module structure or parameter)")
         if isinstance(value, TensorVar) and name not in obj._buffers and not hasattr(obj, name):
             raise Unsupported(f"assigning a new tensor attribute {name!r} to a module")
-    elif cls.__setattr__ is not object.__setattr__ or (value is DELETED and cls.__delattr__ is not object.__delattr__):
-        raise Unsupported(f"assignment to an attribute of {cls.__qualname__}, which defines __setattr__")
-    if getattr(obj, "__dict__", None) is None:
+    elif plain and (cls.__delattr__ is not object.__delattr__ if value is DELETED else
+                    cls.__setattr__ is not object.__setattr__):
+        raise Unsupported(f"assignment to an attribute of {cls.__qualname__}, which defines "
+                          f"{'__delattr__' if value is DELETED else '__setattr__'}")
+    raw = own_getattribute(cls) is not None or not plain
+    inst_dict = _raw_dict(obj)
+    if inst_dict is None:
         raise Unsupported(f"assignment to an attribute of {cls.__qualname__}, which has no __dict__")
+    target = (ObjectAttrSource if raw else AttrSource)(var.source, name)
     where = location(obj, name)
-    if value is DELETED and frame.tracer.side_effects.load(AttrSource(var.source, name), where) is None \
-            and name not in obj.__dict__:
+    if value is DELETED and frame.tracer.side_effects.load(target, where) is None and name not in inst_dict:
         raise Unsupported(f"del of attribute {name!r} it does not have (the call raises eagerly)")
-    frame.tracer.side_effects.store(AttrSource(var.source, name), value, where, existed=name in obj.__dict__)
+    frame.tracer.side_effects.store(target, value, where, existed=name in inst_dict)
 
 
 # --- container methods -----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ The rules, by the value's type:
   bound method of a Python function -> BoundVar + TypeMatch (its __self__ and __func__ wrapped)
   functools.partial               -> PartialVar + TypeMatch (func, args, keywords wrapped)
   function/module/class/builtin   -> ObjectVar + IdMatch
+  mappingproxy without a source   -> DictVar, read-only (its items now: the view of a constant)
   anything else                   -> ObjectVar + TypeMatch (its attributes are guarded when read)
 
 The same list, dict, tuple, tensor or instance reached through two sources is one Var, with
@@ -184,6 +185,8 @@ def _wrap(tracer, value, source, t, add):
         return PartialVar(tracer.wrap(value.func, AttrSource(source, "func")),
                           tracer.wrap(value.args, AttrSource(source, "args")).items,
                           tracer.wrap(value.keywords, AttrSource(source, "keywords")).items, source)
+    if t is types.MappingProxyType and source is None:  # a constant's read-only view (Signature.parameters)
+        return DictVar({k: tracer.wrap(v, None) for k, v in value.items()}, None, mutable=False)
     if isinstance(value, IDENTITY):
         add(IdMatch(source, value))
         return ObjectVar(value, source)

@@ -16,7 +16,7 @@ import torch
 
 from .. import config, logs
 from ..bytecode.compat import SUPPORTED, exception_handlers, handled_offsets
-from ..errors import PythonError, RaisesEagerly, Unsupported
+from ..errors import PythonError, Raised, RaisesEagerly, Unsupported
 from ..guards.codegen import GuardSet
 from ..guards.guard import DefaultDtypeMatch, GradModeMatch, IdMatch, NotInMatch
 from ..guards.source import AttrSource, CellContentsSource, GlobalSource, GlobalsSource, ItemSource, LocalSource, Source
@@ -43,13 +43,6 @@ class Return(Exception):
 
     def __init__(self, value: Var):
         self.value = value
-
-
-class Raised(Exception):
-    """A traced exception leaving a frame that has no handler for it: the caller's turn."""
-
-    def __init__(self, exc: Var):
-        self.exc = exc
 
 
 class Yielded(Exception):
@@ -109,6 +102,8 @@ class Tracer:
         self.guards = GuardSet()
         self.wrapped: dict[Source, Var] = {}
         self.by_identity: dict[int, Var] = {}  # id(object) -> its Var (objects kept alive by the call)
+        self.kept: list = []  # objects the trace made to read (copies), alive as long as it: ids stay unique
+        self.traced_ids: dict = {}  # id(Var) -> (Var, TracedId): id() of values the trace made
         self.steps = 0
         self.depth = 0
         self.log_trace = logs.enabled("trace")
@@ -178,10 +173,14 @@ class Tracer:
         else:
             from ..bytecode import original_code
             code, globals_ = original_code(fn.__code__), fn.__globals__
-            defaults = tuple(self.wrap(v, ItemSource(AttrSource(fn_source, "__defaults__"), i) if fn_source else None)
-                             for i, v in enumerate(fn.__defaults__ or ()))
-            kwdefaults = {k: self.wrap(v, ItemSource(AttrSource(fn_source, "__kwdefaults__"), k) if fn_source else None)
-                          for k, v in (fn.__kwdefaults__ or {}).items()}
+            if fn_source is not None:  # (the tuple and dict themselves guarded: their length, keys, or None)
+                wrapped = self.wrap(fn.__defaults__, AttrSource(fn_source, "__defaults__"))
+                defaults = tuple(wrapped.items) if fn.__defaults__ else ()
+                wrapped = self.wrap(fn.__kwdefaults__, AttrSource(fn_source, "__kwdefaults__"))
+                kwdefaults = dict(wrapped.items) if fn.__kwdefaults__ else {}
+            else:
+                defaults = tuple(self.wrap(v, None) for v in fn.__defaults__ or ())
+                kwdefaults = {k: self.wrap(v, None) for k, v in (fn.__kwdefaults__ or {}).items()}
             closure = tuple(
                 CellVar(real=c, source=ItemSource(AttrSource(fn_source, "__closure__"), i) if fn_source else None)
                 for i, c in enumerate(fn.__closure__ or ()))

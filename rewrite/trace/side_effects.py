@@ -20,8 +20,8 @@ from __future__ import annotations
 import types
 
 from ..errors import Unsupported
-from ..guards.source import (GLOBALS, AttrSource, CellContentsSource, GlobalSource, ItemSource, Source, is_identifier,
-                             key_expr, py_str)
+from ..guards.source import (GLOBALS, AttrSource, CellContentsSource, ContextVarSource, GlobalSource, ItemSource, ObjectAttrSource, Source,
+                             is_identifier, key_expr, py_str)
 from .values import ConstVar, ListVar, Var, note_mutation
 
 DELETED = object()
@@ -70,6 +70,15 @@ class SideEffects:
             self.tracer.wrapped.pop(target, None)
         else:
             self.tracer.wrapped[target] = value  # later reads through this source see the new value
+
+    def forget(self, target: Source, where: tuple | None = None) -> None:
+        """`target` holds what it held before the call again (a ContextVar reset to its token):
+        nothing to replay for it."""
+        note_mutation()
+        target = self._target(target, where)
+        for table in (self.stores, self.existed, self.present, self.inserted):
+            table.pop(target, None)
+        self.tracer.wrapped.pop(target, None)
 
     def stored(self, target: Source, where: tuple | None = None):
         """The Var written at `target` while tracing, DELETED, or None when it was not written."""
@@ -142,6 +151,9 @@ def _statements(target: Source, parent):
     """(value expression -> the statement assigning it to `target`, the statement deleting it)."""
     if isinstance(target, GlobalSource):
         where = f"{GLOBALS}[{py_str(target.global_name)}]"
+    elif isinstance(target, ObjectAttrSource):  # past the class's own __setattr__ (the trace ran it)
+        base, name = parent(target.base), py_str(target.attr)
+        return (lambda v: f"object.__setattr__({base}, {name}, {v})"), f"object.__delattr__({base}, {name})"
     elif isinstance(target, AttrSource):
         base, name = parent(target.base), target.attr
         if not is_identifier(name):  # a name from data (setattr(obj, key, v)): a string, never code
@@ -151,6 +163,9 @@ def _statements(target: Source, parent):
         where = f"{parent(target.base)}[{key_expr(target.index)}]"
     elif isinstance(target, CellContentsSource):
         where = f"{parent(target.base)}.cell_contents"
+    elif isinstance(target, ContextVarSource):  # (set: a ContextVar cannot be unset without its token)
+        base = parent(target.base)
+        return (lambda v: f"{base}.set({v})"), None
     else:
         raise Unsupported(f"a store to {target.name()}")
     return (lambda v: f"{where} = {v}"), f"del {where}"
@@ -158,6 +173,8 @@ def _statements(target: Source, parent):
 
 def _pop(target: Source, parent) -> str:
     """A statement taking `target` out of its namespace (it is added again at the end)."""
+    if isinstance(target, ObjectAttrSource):
+        return f"object.__getattribute__({parent(target.base)}, '__dict__').pop({py_str(target.attr)}, None)"
     if isinstance(target, AttrSource):
         return f"{parent(target.base)}.__dict__.pop({py_str(target.attr)}, None)"
     if isinstance(target, ItemSource):

@@ -328,13 +328,15 @@ class CellVar(Var):
 class InstanceVar(Var):
     """An object of a user-defined class made while tracing. `attrs` is its `__dict__`, as
     Vars; `cls_source` reaches the class (its methods are guarded through it)."""
-    __slots__ = ("cls", "cls_source", "attrs")
+    __slots__ = ("cls", "cls_source", "attrs", "base", "made_by")
 
-    def __init__(self, cls: type, cls_source: Source | None):
+    def __init__(self, cls: type, cls_source: Source | None, base: "Var | None" = None):
         super().__init__(None)
         self.cls = cls
         self.cls_source = cls_source
         self.attrs: dict[str, Var] = {}
+        self.base = base  # of a dict or OrderedDict subclass: what the builtin holds (a DictVar)
+        self.made_by = None  # (args, kwargs, state): the class's call that made it, and what it held then
 
     def __repr__(self):
         return f"InstanceVar({self.cls.__qualname__})"
@@ -392,6 +394,33 @@ class SuperVar(Var):
         super().__init__(None)
         self.cls = cls
         self.obj = obj
+
+
+class AttrDictVar(Var):
+    """`obj.__dict__` of an object that came in (`obj` an ObjectVar with a source): read and
+    written key by key, each as the attribute it holds (so traced attribute stores are seen,
+    and only the keys read are guarded), never copied whole."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Var):
+        super().__init__(None)
+        self.obj = obj
+
+    def __repr__(self):
+        return f"AttrDictVar({self.obj!r})"
+
+
+class TokenVar(Var):
+    """The token `cv.set(value)` returned while tracing: the ContextVar (an ObjectVar) and
+    what it held before (a Var, or None: no value)."""
+    __slots__ = ("var", "prev", "first", "used")
+
+    def __init__(self, var: Var, prev, first: bool = False):
+        super().__init__(None)
+        self.var = var
+        self.prev = prev
+        self.first = first  # the var's first set in the call: prev is what it held before the call
+        self.used = False
 
 
 class GradModeVar(Var):

@@ -1,0 +1,165 @@
+"""Built-in methods of a container base, on an object of a subclass that came in:
+`super().get(key)` in a dict subclass, `dict.__getitem__(self, k)`, `list.__len__(self)`.
+
+The builtin part of the object is read as a copy taken past the subclass's own methods
+(`dict.copy(obj)`, `list.copy(obj)`: a BaseCopySource), wrapped and guarded as a plain dict
+or list, and the method applied to that view. Methods that read the whole dict in order are
+left out for OrderedDict subclasses (`dict.copy` keeps the storage's order, not the links'),
+and methods that change the object break the graph.
+"""
+from __future__ import annotations
+
+import collections
+import types
+
+from ..errors import Unsupported
+from ..guards.source import BaseCopySource
+from ..trace.values import ConstVar, DictVar, ListVar, ObjectVar, Var
+
+BASES = {dict: "dict", list: "list"}
+READS = {  # method name -> apply it to the view (a DictVar or ListVar)
+    "get": lambda frame, view, args, kwargs: _method(frame, view, "get", args, kwargs),
+    "__getitem__": lambda frame, view, args, kwargs: _getitem(frame, view, *args),
+    "__contains__": lambda frame, view, args, kwargs: ConstVar(_contains(frame, view, *args)),
+    "__len__": lambda frame, view, args, kwargs: ConstVar(len(view.items)),
+    "keys": lambda frame, view, args, kwargs: _method(frame, view, "keys", args, kwargs),
+    "values": lambda frame, view, args, kwargs: _method(frame, view, "values", args, kwargs),
+    "items": lambda frame, view, args, kwargs: _method(frame, view, "items", args, kwargs),
+    "copy": lambda frame, view, args, kwargs: _method(frame, view, "copy", args, kwargs),
+    "index": lambda frame, view, args, kwargs: _method(frame, view, "index", args, kwargs),
+    "count": lambda frame, view, args, kwargs: _method(frame, view, "count", args, kwargs),
+}
+ORDERED = {"keys", "values", "items", "copy"}  # (their order is the OrderedDict's links)
+
+
+def _method(frame, view, name, args, kwargs):
+    from . import _call_method
+    from ..trace.values import MethodVar
+    return _call_method(frame, MethodVar(view, name), args, kwargs)
+
+
+def _getitem(frame, view, key):
+    from .core import getitem
+    return getitem(frame, view, key)
+
+
+def _contains(frame, view, item):
+    from .core import contains
+    return contains(frame, view, item)
+
+
+def builtin_of(cls: type):
+    """The builtin container class a user class derives from (dict, list), or None."""
+    for base in BASES:
+        if issubclass(cls, base) and cls is not base:
+            return base
+    return None
+
+
+def is_base_method(fn) -> bool:
+    return isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
+        getattr(fn, "__objclass__", None) in OWNERS
+
+
+OWNERS = (dict, list, collections.OrderedDict)
+# the dict methods on the items of an object made while tracing: (rule, changes the object)
+_MADE = {
+    "__getitem__": (lambda frame, d, args, kwargs: _getitem(frame, d, *args), False),
+    "__contains__": (lambda frame, d, args, kwargs: ConstVar(_contains(frame, d, *args)), False),
+    "__len__": (lambda frame, d, args, kwargs: ConstVar(len(d.items)), False),
+    "__iter__": (lambda frame, d, args, kwargs: _iterate(frame, d), False),
+    "__setitem__": (lambda frame, d, args, kwargs: _setitem(frame, d, *args), True),
+    "__delitem__": (lambda frame, d, args, kwargs: _delitem(frame, d, *args), True),
+    "__init__": (lambda frame, d, args, kwargs: _method(frame, d, "update", args, kwargs), True),
+    "move_to_end": (lambda frame, d, args, kwargs: _move_to_end(d, *args, **kwargs), True),
+    **{name: ((lambda name: lambda frame, d, args, kwargs: _method(frame, d, name, args, kwargs))(name), False)
+       for name in ("get", "keys", "values", "items", "copy")},
+    **{name: ((lambda name: lambda frame, d, args, kwargs: _method(frame, d, name, args, kwargs))(name), True)
+       for name in ("pop", "update", "setdefault", "clear", "popitem")},
+}
+
+
+def _iterate(frame, d):
+    from .core import iterate
+    return iterate(frame, d)
+
+
+def _setitem(frame, d, key, value):
+    from .core import setitem
+    setitem(frame, d, key, value)
+    return ConstVar(None)
+
+
+def _delitem(frame, d, key):
+    from .core import delitem
+    delitem(frame, d, key)
+    return ConstVar(None)
+
+
+def _move_to_end(d, key, last=ConstVar(True)):
+    from .core import key_of, python_value
+    k, at_end = key_of(key), python_value(last, "move_to_end(last=)")
+    if k not in d.items:
+        from ..errors import python_error
+        raise python_error(KeyError, k)
+    value = d.items.pop(k)
+    d.items = {k: value, **d.items} if not at_end else {**d.items, k: value}
+    return ConstVar(None)
+
+
+def call(frame, fn, obj: Var, args: list[Var], kwargs) -> Var:
+    """`fn(obj, *args)`, fn a builtin method of dict or list (a descriptor), obj of a subclass."""
+    base = fn.__objclass__
+    name = fn.__name__
+    from ..trace.values import InstanceVar
+    if isinstance(obj, InstanceVar) and obj.base is not None:  # an object made in the call: its items
+        if name not in _MADE:
+            raise Unsupported(f"{base.__name__}.{name} on an object of {obj.cls.__qualname__} made in the call")
+        rule, changes = _MADE[name]
+        if changes:
+            from ..trace.values import note_mutation
+            note_mutation(obj)
+        return rule(frame, obj.base, args, kwargs)
+    if base is collections.OrderedDict:
+        base = dict
+    if not isinstance(obj, ObjectVar) or not isinstance(obj.value, base) or obj.source is None:
+        raise Unsupported(f"{base.__name__}.{name} on {type(getattr(obj, 'value', obj)).__name__}")
+    if name not in READS or isinstance(obj.value, collections.OrderedDict) and name in ORDERED:
+        raise Unsupported(f"{base.__name__}.{name} on an object of {type(obj.value).__qualname__} that came in "
+                          "(it would change the object, or read its order)")
+    return READS[name](frame, view(frame, obj, base), args, kwargs)
+
+
+def view(frame, obj: ObjectVar, base: type) -> Var:
+    """The object's builtin part as a DictVar / ListVar read from a copy (guarded as one)."""
+    tracer = frame.tracer
+    source = BaseCopySource(obj.source, BASES[base])
+    known = tracer.wrapped.get(source)
+    if known is not None:
+        return known
+    copy = base.copy(obj.value)
+    tracer.kept.append(copy)
+    var = tracer.wrap(copy, source)
+    if not isinstance(var, (DictVar, ListVar)):
+        raise Unsupported(f"the {base.__name__} part of {type(obj.value).__qualname__}")
+    return var
+
+
+def protocol(frame, obj: Var, dunder: str, *args: Var) -> Var | None:
+    """`len(obj)`, `obj[k]`, `k in obj` on an object of a dict or list subclass that came in
+    and does not define that method in Python: the builtin's. None: not such an object."""
+    from ..trace.values import InstanceVar
+    if isinstance(obj, InstanceVar) and obj.base is not None:
+        cls = obj.cls
+    elif isinstance(obj, ObjectVar):
+        cls = type(obj.value)
+    else:
+        return None
+    base = builtin_of(cls)
+    if base is None:
+        return None
+    from .instances import class_attr
+    method = class_attr(cls, dunder)
+    if not is_base_method(method):
+        return None  # (the class's own: the caller's protocol rules run it)
+    return call(frame, method, obj, list(args), {})

@@ -1,0 +1,173 @@
+"""Classes that look attributes up in Python (issue 18, item 1): `__getattribute__` (a Hugging
+Face config's `attribute_map`), `__getattr__`, `__setattr__` / `__delattr__`, `hasattr` and
+`getattr` with a default on them, and `obj.__dict__` read and written key by key. Each
+compiled with fullgraph=True (no graph break) against eager, arguments compared after."""
+import pytest
+import torch
+
+import rewrite
+from breadth import check, check_each, rand
+
+
+class Config:
+    """As transformers' PretrainedConfig: names mapped through a class-level `attribute_map`."""
+    attribute_map = {"hidden_size": "n_embd", "layers": "n_layer"}
+
+    def __init__(self, n_embd=4, n_layer=2, scale=0.5):
+        self.n_embd = n_embd
+        self.n_layer = n_layer
+        self.scale = scale
+
+    def __setattr__(self, key, value):
+        if key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        super().__setattr__(key, value)
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+class Guarded(Config):
+    """A second `__getattribute__` over the first, reading the instance dict past both."""
+
+    def __getattribute__(self, key):
+        spec = super().__getattribute__("__dict__").get("_spec")
+        if spec is not None and key in spec:
+            raise AttributeError(f"{key} is per-layer")
+        return super().__getattribute__(key)
+
+
+class Lazy:
+    """Attributes made on demand by `__getattr__`; others are missing."""
+
+    def __init__(self):
+        self.base = 3
+
+    def __getattr__(self, name):
+        if name.startswith("x_"):
+            return len(name) + self.base
+        raise AttributeError(name)
+
+
+def with_config(seed):
+    return rand(seed, 3), Config()
+
+
+def test_mapped_names_read_through_a_getattribute_of_the_class():
+    def f(x, cfg):
+        return x * cfg.scale + cfg.hidden_size * cfg.layers - cfg.n_embd
+    check(f, with_config)
+
+
+def test_mapped_names_written_through_a_setattr_of_the_class():
+    def f(x, cfg):
+        cfg.hidden_size = cfg.hidden_size + 1  # stored as n_embd, as eager stores it
+        cfg.extra = 2.0
+        return x * cfg.n_embd + cfg.extra
+    check(f, with_config)
+
+
+def test_deleting_through_the_class_hooks():
+    def f(x, cfg):
+        del cfg.scale
+        return x + cfg.hidden_size + getattr(cfg, "scale", 10)
+    check(f, with_config)
+
+
+def test_a_changed_value_behind_the_getattribute_recompiles():
+    def f(x, cfg):
+        return x * cfg.hidden_size
+    check_each(f, (torch.ones(2), Config(n_embd=4)), (torch.ones(2), Config(n_embd=5)),
+               (torch.ones(2), Config(n_embd=4)))
+
+
+def test_getattribute_over_getattribute_reading_the_instance_dict():
+    def f(x, cfg):
+        y = x * cfg.hidden_size
+        try:
+            return y + cfg.layers
+        except AttributeError:
+            return y - 1
+
+    def args(spec):
+        def make(seed):
+            cfg = Guarded()
+            object.__setattr__(cfg, "_spec", spec)
+            return rand(seed, 3), cfg
+        return make
+    check(f, args(None))
+    check(f, args(("n_layer",)))
+
+
+def test_getattr_fallback_hasattr_and_getattr_with_default():
+    def f(x, lz):
+        y = x + lz.x_abc + lz.base
+        if hasattr(lz, "missing"):
+            y = y + 100
+        if hasattr(lz, "x_q"):
+            y = y * 2
+        return y + getattr(lz, "nope", 5) + getattr(lz, "x_zz", 7)
+    check(f, lambda seed: (rand(seed, 3), Lazy()))
+
+
+def test_getattr_fallback_after_the_instance_gains_the_attribute():
+    def f(x, lz):
+        return x + lz.x_a
+
+    def gained():
+        lz = Lazy()
+        lz.x_a = 100
+        return lz
+    check_each(f, (torch.ones(2), Lazy()), (torch.ones(2), gained()))
+
+
+def test_attribute_error_from_getattribute_reaches_the_except():
+    def f(x, cfg):
+        try:
+            return x + cfg.n_embd
+        except AttributeError as e:
+            return x - len(str(e))
+
+    def make(seed):
+        cfg = Guarded()
+        object.__setattr__(cfg, "_spec", ("n_embd",))
+        return rand(seed, 3), cfg
+    check(f, make)
+
+
+class State:
+    def __init__(self):
+        self.steps = 2
+
+
+def test_instance_dict_read_and_written_key_by_key():
+    def f(x, st):
+        d = st.__dict__
+        y = x * d["steps"] + d.get("missing", 3) + ("steps" in d)
+        d["steps"] = 7
+        d["new"] = 1
+        return y + st.steps + st.new
+    check(f, lambda seed: (rand(seed, 3), State()))
+
+
+def test_instance_dict_key_error_and_delete():
+    def f(x, st):
+        del st.__dict__["steps"]
+        try:
+            return x + st.__dict__["steps"]
+        except KeyError:
+            return x - 1
+    check(f, lambda seed: (rand(seed, 3), State()))
+
+
+def test_whole_instance_dict_breaks_the_graph_and_stays_correct():
+    def f(x, st):
+        return x * len(st.__dict__)
+    check(f, lambda seed: (rand(seed, 3), State()), fullgraph=False)
+
+    def g(x, st):
+        return x * len(st.__dict__)
+    with pytest.raises(rewrite.Unsupported, match="__dict__"):
+        rewrite.jit(g, fullgraph=True)(torch.ones(2), State())
