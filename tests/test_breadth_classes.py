@@ -264,7 +264,6 @@ def test_frozen_dataclass_equality():
     check(f, lambda s: (rand(s, 3), Frozen(1)))
 
 
-@todo("global '_is_dataclass_instance' of a function the tracer cannot locate")
 def test_dataclass_asdict():
     def f(x, p):
         d = dataclasses.asdict(p)

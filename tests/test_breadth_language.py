@@ -699,7 +699,6 @@ def test_itertools_chain():
     check(f, x3)
 
 
-@todo("call to builtin id")
 def test_id_of_argument():
     def f(x, xs, d):
         return x, id(xs) == id(xs)

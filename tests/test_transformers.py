@@ -98,20 +98,27 @@ def test_other_families_compile_whole_under_fullgraph(name):
             torch.testing.assert_close(output(model(input_ids=ids)), output(eager(input_ids=ids)))
 
 
-@pytest.mark.parametrize("make", [gpt2, llama], ids=["gpt2", "llama"])
+@pytest.mark.parametrize("make", [gpt2, llama, t5], ids=["gpt2", "llama", "t5"])
 def test_greedy_decode_with_the_kv_cache(make):
     model, eager = pair(make)
     rewrite.jit(model)
 
     def decode(m, ids, steps=8):
         with torch.no_grad():
-            out = m(input_ids=ids, use_cache=True)
-            past, tokens = out.past_key_values, []
+            if make is t5:  # the encoder once, then the decoder token by token
+                enc = m.get_encoder()(input_ids=ids)
+                first = dict(encoder_outputs=enc, decoder_input_ids=torch.zeros(1, 1, dtype=torch.long))
+                step = lambda nxt, past: dict(encoder_outputs=enc, decoder_input_ids=nxt, past_key_values=past)
+            else:
+                first = dict(input_ids=ids)
+                step = lambda nxt, past: dict(input_ids=nxt, past_key_values=past)
+            out = m(**first, use_cache=True)
+            past, tokens = out.cache, []
             for _ in range(steps):
                 nxt = out.logits[:, -1].argmax(-1, keepdim=True)
                 tokens.append(nxt)
-                out = m(input_ids=nxt, past_key_values=past, use_cache=True)
-                past = out.past_key_values
+                out = m(**step(nxt, past), use_cache=True)
+                past = out.cache
         return torch.cat(tokens, 1), out.logits, past
 
     ids = torch.randint(0, 100, (1, 6))
@@ -124,6 +131,8 @@ def test_greedy_decode_with_the_kv_cache(make):
 
 
 def cache_tensors(cache):
+    if hasattr(cache, "self_attention_cache"):  # encoder-decoder: both caches
+        return cache_tensors(cache.self_attention_cache) + cache_tensors(cache.cross_attention_cache)
     return [(layer.keys, layer.values) for layer in cache.layers]
 
 

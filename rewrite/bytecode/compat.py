@@ -90,7 +90,7 @@ def load_global_pushes_null(inst) -> bool:
     return bool(inst.arg & 1)
 
 
-def handled_offsets(code) -> tuple[frozenset, frozenset, frozenset]:
+def handled_offsets(code, insts=None) -> tuple[frozenset, frozenset, frozenset]:
     """(covered, in_try, caught): offsets of the instructions an exception handler covers
     (inside `try` or `with`); those of them inside a `try` -- a `with` block's own cleanup
     handler only exits the context and re-raises, so it does not count unless the `with`
@@ -101,12 +101,13 @@ def handled_offsets(code) -> tuple[frozenset, frozenset, frozenset]:
     for entry in entries:
         for offset in range(entry.start, entry.end, 2):
             handler_of[offset] = entry.target
-    ops = {inst.offset: inst.opname for inst in dis.get_instructions(code)}
+    insts = list(dis.get_instructions(code)) if insts is None else insts  # (the caller's decoding, when it has one)
+    ops = {inst.offset: inst.opname for inst in insts}
     body_start = {}  # with-cleanup handler -> first offset of its body (just after BEFORE_WITH)
     for entry in entries:
         if ops.get(entry.target) == "PUSH_EXC_INFO" and ops.get(entry.target + 2) == "WITH_EXCEPT_START":
             body_start[entry.target] = min(entry.start, body_start.get(entry.target, entry.start))
-    swallows = _handlers_that_swallow(list(dis.get_instructions(code)), {e.target for e in entries})
+    swallows = _handlers_that_swallow(insts, {e.target for e in entries})
 
     def deciding(counts):
         memo: dict = {}

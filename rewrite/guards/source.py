@@ -110,12 +110,29 @@ def shared_names(names: dict):
         _names, _used = saved
 
 
+def source_kind(cls):
+    """`@dataclass(frozen=True)` for a Source kind, its hash computed once per object: sources
+    nest (`a.b.c[0].d`), and guard generation hashes each of them many times."""
+    cls = dataclass(frozen=True)(cls)
+    fields_hash = cls.__hash__
+
+    def __hash__(self):
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = fields_hash(self)
+            object.__setattr__(self, "_hash", h)
+        return h
+    cls.__hash__ = __hash__
+    cls.__getstate__ = lambda self: {k: v for k, v in self.__dict__.items() if k != "_hash"}  # (str hashes vary)
+    return cls
+
+
 def raw_expr(source: Source) -> str:
     """The source's own expression (its bases may still be named)."""
     return type(source).expr.__wrapped__(source)
 
 
-@dataclass(frozen=True)
+@source_kind
 class LocalSource(Source):
     local: str
 
@@ -126,7 +143,7 @@ class LocalSource(Source):
         return self.local
 
 
-@dataclass(frozen=True)
+@source_kind
 class GlobalSource(Source):
     global_name: str
 
@@ -137,7 +154,7 @@ class GlobalSource(Source):
         return self.global_name
 
 
-@dataclass(frozen=True)
+@source_kind
 class GlobalsSource(Source):
     """The function's globals dict itself."""
 
@@ -148,7 +165,7 @@ class GlobalsSource(Source):
         return "globals()"
 
 
-@dataclass(frozen=True)
+@source_kind
 class AttrSource(Source):
     base: Source
     attr: str
@@ -163,7 +180,7 @@ class AttrSource(Source):
         return self.base.root()
 
 
-@dataclass(frozen=True)
+@source_kind
 class ObjectAttrSource(AttrSource):
     """`object.__getattribute__(base, 'attr')`: the attribute as Python's generic lookup finds
     it, past a class's own `__getattribute__` (which the trace ran; a guard or the entry
@@ -173,7 +190,7 @@ class ObjectAttrSource(AttrSource):
         return f"object.__getattribute__({self.base.expr()}, {py_str(self.attr)})"
 
 
-@dataclass(frozen=True)
+@source_kind
 class BaseCopySource(Source):
     """`dict.copy(base)` / `list.copy(base)`: what a dict or list subclass holds as that builtin,
     copied past the subclass's own methods (`__getitem__`, `get`, `__iter__`, ...)."""
@@ -190,7 +207,7 @@ class BaseCopySource(Source):
         return self.base.root()
 
 
-@dataclass(frozen=True)
+@source_kind
 class ContextVarSource(Source):
     """`base.get(NotImplemented)`: what ContextVar `base` holds in the current context
     (NotImplemented: no value set there)."""
@@ -206,7 +223,7 @@ class ContextVarSource(Source):
         return self.base.root()
 
 
-@dataclass(frozen=True)
+@source_kind
 class TypeSource(Source):
     """`type(base)`: the class attribute lookup starts from (not `base.__class__`, which a
     class's `__getattribute__` or a `__class__` property could answer)."""
@@ -222,7 +239,7 @@ class TypeSource(Source):
         return self.base.root()
 
 
-@dataclass(frozen=True)
+@source_kind
 class ItemSource(Source):
     base: Source
     index: object  # a key whose repr is a literal: int, str, bool, None, finite float, tuple of them
@@ -244,7 +261,7 @@ class ItemSource(Source):
         return self.base.root()
 
 
-@dataclass(frozen=True)
+@source_kind
 class ModuleAttrSource(Source):
     """`module.name` for a submodule, parameter or buffer, read from the dict nn.Module keeps
     it in (`module._modules['name']`): what `module.name` gives when nothing shadows it, at
@@ -263,7 +280,7 @@ class ModuleAttrSource(Source):
         return self.base.root()
 
 
-@dataclass(frozen=True)
+@source_kind
 class SizeSource(Source):
     """`tensor.size(dim)`: a dynamic size (read as `tensor.shape[dim]`: half the cost, no
     argument parsing)."""
@@ -280,7 +297,7 @@ class SizeSource(Source):
         return self.base.root()
 
 
-@dataclass(frozen=True)
+@source_kind
 class CellContentsSource(Source):
     """`<base>.cell_contents` where base evaluates to a cell (closures of inlined functions)."""
     base: Source

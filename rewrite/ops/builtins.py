@@ -143,8 +143,8 @@ def _id(frame, args, kwargs):
             from ..guards.guard import IdMatch
             frame.tracer.guards.add(IdMatch(v.source, v.value))
         return ConstVar(id(v.value))
-    if isinstance(v, ConstVar) and not isinstance(v.value, TracedId):
-        return ConstVar(id(v.value))  # (a constant the entry holds: the same object)
+    if isinstance(v, ConstVar) and any(v.value is s for s in (None, True, False, Ellipsis, NotImplemented)):
+        return ConstVar(id(v.value))  # (singletons: the same object in the entry)
     ids = frame.tracer.traced_ids
     if id(v) not in ids:
         ids[id(v)] = (v, TracedId(-1 - len(ids)))  # (v kept alive: its id stays its own)

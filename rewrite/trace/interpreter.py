@@ -55,7 +55,7 @@ class Yielded(Exception):
 @functools.lru_cache(maxsize=4096)
 def instructions_of(code: types.CodeType):
     insts = list(dis.get_instructions(code))
-    return insts, {inst.offset: i for i, inst in enumerate(insts)}, handled_offsets(code), exception_handlers(code)
+    return insts, {inst.offset: i for i, inst in enumerate(insts)}, handled_offsets(code, insts), exception_handlers(code)
 
 
 def exception_var(error: BaseException) -> ExceptionVar:
