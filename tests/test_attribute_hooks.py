@@ -171,3 +171,29 @@ def test_whole_instance_dict_breaks_the_graph_and_stays_correct():
         return x * len(st.__dict__)
     with pytest.raises(rewrite.Unsupported, match="__dict__"):
         rewrite.jit(g, fullgraph=True)(torch.ones(2), State())
+
+
+def _strict_setattr(self, key, value):
+    if key == "frozen":
+        raise AttributeError("frozen is read-only")
+    object.__setattr__(self, key, value)
+
+
+class Strict:
+    """A `__setattr__` installed after the class was made (as transformers' strict configs do):
+    the function's own name is not the attribute's."""
+
+    def __init__(self):
+        self.size = 2
+
+
+Strict.__setattr__ = _strict_setattr
+
+
+def test_a_setattr_whose_function_has_another_name_is_guarded_as_the_class_holds_it():
+    def f(x, st):
+        made = Strict()
+        made.size = 5
+        st.size = st.size + 1
+        return x * st.size + made.size
+    check(f, lambda seed: (rand(seed, 3), Strict()))  # (its second call must hit the cache)

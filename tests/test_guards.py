@@ -7,7 +7,7 @@ import torch
 import rewrite
 from rewrite import dispatcher_of, jit, logs
 
-from conftest import assert_same, eager_copy
+from conftest import CompileCounter, assert_same, eager_copy
 
 SCALE = 2
 OFFSET = 1.0
@@ -250,3 +250,20 @@ def test_guards_log_prints_the_guard_source(caplog):
 def test_unknown_log_category_is_an_error():
     with pytest.raises(ValueError, match="unknown REWRITE_LOGS category"):
         logs.set_logs("nope")
+
+
+def test_the_stride_of_a_size_one_dim_is_not_guarded():
+    """`ids[:, :4]` of rows 8 and 11 long: the same layout (the row stride steps over nothing)."""
+    cnt = CompileCounter()
+
+    def f(x):
+        return x.float().cumsum(-1) * 2
+
+    compiled = rewrite.jit(eager_copy(f), backend=cnt)
+    for width in (8, 11, 8):
+        ids = torch.arange(width * 1.0).reshape(1, width)[:, :4]
+        torch.testing.assert_close(compiled(ids), f(ids))
+    assert cnt.frame_count == 1
+    other = torch.arange(16.0).reshape(4, 4)[:, :2]  # (a stride that matters: a new entry)
+    torch.testing.assert_close(compiled(other), f(other))
+    assert cnt.frame_count == 2

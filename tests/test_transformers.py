@@ -11,6 +11,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import rewrite  # noqa: E402
+from conftest import CompileCounter  # noqa: E402
 
 transformers = pytest.importorskip("transformers")
 
@@ -59,11 +60,13 @@ def test_forward_is_one_graph_with_eager_logits(make):
     with torch.no_grad():
         out = rewrite.explain(copy.deepcopy(model))(**inputs(make, ids))
     assert out.graph_count == 1 and out.graph_break_count == 0, str(out)
-    rewrite.jit(model, fullgraph=True)  # any break would raise
+    cnt = CompileCounter()
+    rewrite.jit(model, fullgraph=True, backend=cnt)  # any break would raise
     with torch.no_grad():
-        for n in (8, 8, 11):  # a hit, then a new sequence length
+        for n in (8, 8, 11, 12):  # a hit, a new sequence length (dynamic from then on), a hit
             ids = torch.randint(0, 100, (1, n))
             torch.testing.assert_close(output(model(**inputs(make, ids))), output(eager(**inputs(make, ids))))
+    assert cnt.frame_count == 2, cnt.frame_count  # (guards that held still hold: no recompile per call)
     ids = torch.randint(0, 100, (2, 5))  # with grad, another batch
     torch.testing.assert_close(output(model(**inputs(make, ids))), output(eager(**inputs(make, ids))))
 

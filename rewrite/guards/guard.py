@@ -157,8 +157,12 @@ class AliasMatch(Guard):
     def checks(self, c):
         return [f"{self.source.expr()} is {self.other.expr()}"]
 
+    def read(self, globals_, scope):  # (both sources: the failure is about the pair)
+        return tuple(eval(s.expr(), {GLOBALS: globals_}, scope) for s in (self.source, self.other))
+
     def failure(self, value):
-        return f"{self.source.name()} is no longer the same object as {self.other.name()}"
+        a, b = value
+        return None if a is b else f"{self.source.name()} is no longer the same object as {self.other.name()}"
 
 
 @dataclass(frozen=True)
@@ -171,8 +175,11 @@ class DistinctMatch(Guard):
     def checks(self, c):
         return [f"{self.source.expr()} is not {self.other.expr()}"]
 
+    read = AliasMatch.read
+
     def failure(self, value):
-        return f"{self.source.name()} is now the same object as {self.other.name()}"
+        a, b = value
+        return None if a is not b else f"{self.source.name()} is now the same object as {self.other.name()}"
 
 
 @dataclass(frozen=True)
@@ -246,6 +253,22 @@ class DefaultDtypeMatch(Guard):
 
 
 @dataclass(frozen=True)
+class NoHooksMatch(Guard):
+    """A module called while tracing has no hooks of its own: the dicts named are all empty."""
+    source: Source
+    names: tuple  # ("_forward_hooks", ...)
+    priority = 3
+
+    def checks(self, c):
+        e = self.source.expr()
+        return [f"not ({' or '.join(f'{e}.{n}' for n in self.names)})"]
+
+    def failure(self, value):
+        present = [n.strip("_").replace("_", " ") for n in self.names if getattr(value, n, None)]
+        return f"{self.source.name()} now has {', '.join(present)}" if present else None
+
+
+@dataclass(frozen=True)
 class LenMatch(Guard):
     source: Source
     length: int
@@ -300,6 +323,9 @@ class TensorMatch(Guard):
             shape = tuple(None if i in dynamic_dims else s for i, s in enumerate(shape))
             stride = tuple(None if any(j in dynamic_dims for j in range(i + 1, len(shape))) else s
                            for i, s in enumerate(stride))
+        # the stride of a size-1 dim steps over nothing (a slice `ids[:, :4]` of a longer row has
+        # any there): not part of the layout, not guarded
+        stride = tuple(None if n == 1 else s for n, s in zip(shape, stride))
         return cls(source, type(t), t.dtype, t.device, shape, stride, t.requires_grad, bool(dynamic_dims))
 
     def checks(self, c):
@@ -316,8 +342,10 @@ class TensorMatch(Guard):
         elif self.stride == _contiguous_strides(self.shape) and all(s > 1 for s in self.shape):
             # with the shape equal and no size-0/1 dim, contiguous <=> these exact strides
             out.append(f"{e}.is_contiguous()")
-        else:
+        elif None not in self.stride:
             out.append(f"{e}.stride() == {self.stride!r}")
+        else:  # (size-1 dims: any stride)
+            out += [f"{e}.stride({i}) == {s}" for i, s in enumerate(self.stride) if s is not None]
         dev = self.device
         if dev.type == "cpu":
             out.append(f"{e}.is_cpu")

@@ -17,7 +17,7 @@ from ..guards.source import AttrSource
 from ..trace.values import (AttrDictVar, BoundVar, ConstVar, ContextExitVar, DictVar, ExceptionVar, FunctionVar, GradModeVar, InstanceVar,
                             ListVar, MethodVar, ObjectVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar, Var)
 from .builtins import BUILTINS, PURE, call_builtin
-from . import contexts, functions, instances, library, markers  # (functions, library: rules of BUILTINS)
+from . import bases, context_vars, contexts, functions, instances, library, markers  # (functions, library: BUILTINS rules)
 from .core import (const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate, key_of, make_slice,
                    python_value, setitem, truthy, unpack)
 from .objects import dict_method, getattr_object, list_method, setattr_object, tuple_field, tuple_method

@@ -269,10 +269,11 @@ def setattr_instance(frame, inst: InstanceVar, name: str, value) -> None:
         return
     if static is not _MISSING and hasattr(type(static), "__set__"):
         raise Unsupported(f"assignment to descriptor {name!r} of class {inst.cls.__qualname__}")
-    hook = class_attr(inst.cls, "__delattr__" if value is DELETED else "__setattr__")
+    slot = "__delattr__" if value is DELETED else "__setattr__"
+    hook = class_attr(inst.cls, slot)
     if isinstance(hook, types.FunctionType):  # the class's own __setattr__ (a frozen dataclass's raises)
         args = [inst, ConstVar(name)] + ([] if value is DELETED else [value])
-        frame.tracer.inline(hook, args, {}, _on_class(inst, hook.__name__), frame)
+        frame.tracer.inline(hook, args, {}, _on_class(inst, slot), frame)
         return
     store(inst, name, value)
 

@@ -15,7 +15,7 @@ import torch
 import torch.nn.modules.module as module_globals
 
 from ..errors import Unsupported
-from ..guards.guard import IdMatch, LenMatch, NotInDictMatch
+from ..guards.guard import IdMatch, NoHooksMatch, NotInDictMatch
 from ..guards.source import AttrSource
 from ..trace.values import ObjectVar, TupleVar, Var
 
@@ -36,8 +36,8 @@ def call_module(frame, var: ObjectVar, args: list[Var], kwargs: dict[str, Var]) 
         if getattr(m, name, None):
             raise Unsupported(f"call to {cls.__qualname__} with {name.strip('_').replace('_', ' ')} "
                               "(the call runs eagerly, hooks and all)")
-        if var.source is not None:
-            tracer.guards.add(LenMatch(AttrSource(var.source, name), 0))
+    if var.source is not None:
+        tracer.guards.add(NoHooksMatch(var.source, HOOKS))  # (one check for the four)
     own = m.__dict__.get("forward")
     if own is not None:  # jit(module) put a jitted forward on the instance
         if not (isinstance(own, types.MethodType) and own.__self__ is m and isinstance(own.__func__, types.FunctionType)):

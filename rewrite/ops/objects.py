@@ -203,11 +203,12 @@ def setattr_object(frame, var: Var, name: str, value) -> None:
     from ..trace.side_effects import DELETED
     obj = var.value if isinstance(var, ObjectVar) else None
     if obj is not None and not isinstance(obj, (type, types.ModuleType, torch.nn.Module)):
-        hook = class_attr(type(obj), "__delattr__" if value is DELETED else "__setattr__")
+        slot = "__delattr__" if value is DELETED else "__setattr__"
+        hook = class_attr(type(obj), slot)
         if isinstance(hook, types.FunctionType):  # (ModelOutput's, a config's attribute_map)
             from .instances import _on_class
             args = [var, ConstVar(name)] + ([] if value is DELETED else [value])
-            frame.tracer.inline(hook, args, {}, _on_class(var, hook.__name__), frame)
+            frame.tracer.inline(hook, args, {}, _on_class(var, slot), frame)
             return
     raw_setattr_object(frame, var, name, value, plain=True)
 

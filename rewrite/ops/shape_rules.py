@@ -217,6 +217,13 @@ def matmul(env, args, kwargs):
     return [batch + (a[-2], b[-1])]
 
 
+def add_product(env, args, kwargs):
+    """addmm / baddbmm / addmv (input + mat1 @ mat2, scaled): the product's shape, which the input
+    broadcasts to (addbmm sums the batch away)."""
+    (product,) = matmul(env, [args[1], args[2]], {})  # (positional, as transformers' Conv1D calls it)
+    return [broadcast(env, tuple(args[0].shape()), product)]
+
+
 def linear(env, args, kwargs):
     x, w = args[0].shape(), _arg(args, kwargs, 1, "weight").shape()
     return [tuple(x[:-1]) + ((w[0],) if len(w) == 2 else ())]
@@ -398,6 +405,7 @@ for _names, _rule in [
     (("cat", "concat", "concatenate"), cat),
     (("stack",), stack),
     (("matmul", "mm", "bmm"), matmul),
+    (("addmm", "baddbmm", "addmv", "addmm_", "baddbmm_"), add_product),
     (("linear",), linear),
     (("embedding",), embedding),
     (("scaled_dot_product_attention",), attention),

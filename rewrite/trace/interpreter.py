@@ -173,14 +173,10 @@ class Tracer:
         else:
             from ..bytecode import original_code
             code, globals_ = original_code(fn.__code__), fn.__globals__
-            if fn_source is not None:  # (the tuple and dict themselves guarded: their length, keys, or None)
-                wrapped = self.wrap(fn.__defaults__, AttrSource(fn_source, "__defaults__"))
-                defaults = tuple(wrapped.items) if fn.__defaults__ else ()
-                wrapped = self.wrap(fn.__kwdefaults__, AttrSource(fn_source, "__kwdefaults__"))
-                kwdefaults = dict(wrapped.items) if fn.__kwdefaults__ else {}
-            else:
-                defaults = tuple(self.wrap(v, None) for v in fn.__defaults__ or ())
-                kwdefaults = {k: self.wrap(v, None) for k, v in (fn.__kwdefaults__ or {}).items()}
+            defaults = tuple(self.wrap(v, ItemSource(AttrSource(fn_source, "__defaults__"), i) if fn_source else None)
+                             for i, v in enumerate(fn.__defaults__ or ()))
+            kwdefaults = {k: self.wrap(v, ItemSource(AttrSource(fn_source, "__kwdefaults__"), k) if fn_source else None)
+                          for k, v in (fn.__kwdefaults__ or {}).items()}
             closure = tuple(
                 CellVar(real=c, source=ItemSource(AttrSource(fn_source, "__closure__"), i) if fn_source else None)
                 for i, c in enumerate(fn.__closure__ or ()))
