@@ -70,15 +70,18 @@ def warm_up():
     torch._dynamo.reset()
 
 
-def steady_ms(fn, ids, n=30) -> float:
-    call(fn, ids), call(fn, ids)
-    best = float("inf")
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            call(fn, ids)
-        best = min(best, (time.perf_counter() - t0) / n)
-    return best * 1e3
+def steady_ms(fns, ids, n=30, rounds=7) -> list:
+    """Best time per call (ms) of each of `fns`, timed in turn round after round."""
+    for fn in fns:
+        call(fn, ids), call(fn, ids)
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                call(fn, ids)
+            best[i] = min(best[i], (time.perf_counter() - t0) / n)
+    return [t * 1e3 for t in best]
 
 
 def main():
@@ -97,8 +100,7 @@ def main():
         ids = torch.randint(0, 100, (1, 8))
         with torch.no_grad():
             eager_model = make()
-            t_eager = steady_ms(eager_model, ids)
-            # rewrite
+            # rewrite (first calls before either explain: no warm caches)
             model = make()
             seen: list = []
             dispatch.OBSERVERS.append(seen)
@@ -106,21 +108,24 @@ def main():
             first = timed_ms(model, ids)
             relen = timed_ms(model, longer)
             dispatch.OBSERVERS.remove(seen)
-            out = call(rewrite.explain(make()), ids)
             fallbacks = sum(e.reason is not None for _, e in seen)
-            print(f"{name:8} {'rewrite.jit':14} {out.graph_count:6d} {out.graph_break_count:6d} {out.op_count:5d} "
-                  f"{fallbacks:13d} {first:11.1f} {relen:10.1f} {steady_ms(model, ids):9.2f} {t_eager:8.2f}")
             # torch.compile
             torch._dynamo.reset()
-            model = make()
-            compiled = torch.compile(model, backend="eager")
-            first = timed_ms(compiled, ids)
-            relen = timed_ms(compiled, longer)
-            t_steady = steady_ms(compiled, ids)
-            torch._dynamo.reset()
+            compiled = torch.compile(make(), backend="eager")
+            their_first, their_relen = timed_ms(compiled, ids), timed_ms(compiled, longer)
+            out = call(rewrite.explain(make()), ids)
+            ours = (out.graph_count, out.graph_break_count, out.op_count, fallbacks, first, relen)
             ex = call(torch._dynamo.explain(make()), ids)
-            print(f"{'':8} {'torch.compile':14} {ex.graph_count:6d} {ex.graph_break_count:6d} {ex.op_count:5d} "
-                  f"{'-':>13} {first:11.1f} {relen:10.1f} {t_steady:9.2f} {t_eager:8.2f}")
+            theirs = (ex.graph_count, ex.graph_break_count, ex.op_count, their_first, their_relen)
+            # steady state, the three timed in turn (this machine drifts)
+            t_eager, t_ours, t_theirs = steady_ms([eager_model, model, compiled], ids)
+        g, b, o, f, first, relen = ours
+        print(f"{name:8} {'rewrite.jit':14} {g:6d} {b:6d} {o:5d} {f:13d} {first:11.1f} {relen:10.1f} "
+              f"{t_ours:9.2f} {t_eager:8.2f}")
+        g, b, o, first, relen = theirs
+        print(f"{'':8} {'torch.compile':14} {g:6d} {b:6d} {o:5d} {'-':>13} {first:11.1f} {relen:10.1f} "
+              f"{t_theirs:9.2f} {t_eager:8.2f}")
+        torch._dynamo.reset()
 
 
 if __name__ == "__main__":

@@ -111,10 +111,10 @@ def test_greedy_decode_with_the_kv_cache(make):
             if make is t5:  # the encoder once, then the decoder token by token
                 enc = m.get_encoder()(input_ids=ids)
                 first = dict(encoder_outputs=enc, decoder_input_ids=torch.zeros(1, 1, dtype=torch.long))
-                step = lambda nxt, past: dict(encoder_outputs=enc, decoder_input_ids=nxt, past_key_values=past)
+                step = lambda nxt, past: dict(encoder_outputs=enc, decoder_input_ids=nxt, cache=past)
             else:
                 first = dict(input_ids=ids)
-                step = lambda nxt, past: dict(input_ids=nxt, past_key_values=past)
+                step = lambda nxt, past: dict(input_ids=nxt, cache=past)
             out = m(**first, use_cache=True)
             past, tokens = out.cache, []
             for _ in range(steps):
