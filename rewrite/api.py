@@ -163,7 +163,10 @@ disable(graph_break)
 
 
 def dispatcher_of(fn) -> Dispatcher:
-    """The dispatcher behind a jitted function (its cache entries, guards and graphs)."""
+    """The dispatcher behind a jitted function (its cache entries, guards and graphs); of a
+    jitted module, its forward's."""
+    if isinstance(fn, torch.nn.Module):
+        fn = fn.forward
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
     code = getattr(target, "__code__", None)
     slot = slot_of(code) if isinstance(code, types.CodeType) and is_rewritten(code) else None

@@ -147,3 +147,6 @@ def test_generate_gives_eager_tokens(make):
     kw = dict(max_new_tokens=8, do_sample=False, pad_token_id=0)
     with torch.no_grad():
         torch.testing.assert_close(model.generate(ids, **kw), eager.generate(ids, **kw))
+    forward = rewrite.dispatcher_of(model)  # the prompt, the first step, then the cache's length dynamic
+    assert forward.compiles <= 3 and all(e.reason is None for e in forward.entries), \
+        [e.reason for e in forward.entries]
