@@ -184,3 +184,32 @@ def test_object_whose_own_parts_change_after_it_was_made_keeps_them():
         cache.layers[0].update(x + 1)
         return cache
     check(f, lambda seed: (rand(seed, 3),))
+
+
+class Tracked(list):
+    def push(self, item):
+        super().append(item)
+        return len(self)
+
+
+def test_builtin_methods_that_change_a_subclass_object_that_came_in():
+    def f(x, reg, st):
+        reg[2] = {"a": 3}  # Registry.__setitem__ -> super().__setitem__(str(key), ...)
+        dict.__setitem__(reg, "raw", 1)
+        dict.pop(reg, "1")
+        n = st.push(5)
+        st.append(6)
+        list.insert(st, 0, -1)
+        return x * n + len(reg) + sum(v for v in st) + len(list(iter(reg)))
+    check(f, lambda seed: (rand(seed, 3), registry(**{"1": {"a": 2}}), Tracked([4])))
+
+
+def test_list_subclass_made_in_the_call_and_returned():
+    def f(x):
+        st = Tracked([x])
+        st.push(x + 1)
+        st.append(x * 2)
+        st.extend([x - 1])
+        first = st[0] + st[-1] + len(st)
+        return first, st, bool(Tracked()), Tracked([1, 2])
+    check(f, lambda seed: (rand(seed, 3),))

@@ -5,7 +5,8 @@ The builtin part of the object is read as a copy taken past the subclass's own m
 (`dict.copy(obj)`, `list.copy(obj)`: a BaseCopySource), wrapped and guarded as a plain dict
 or list, and the method applied to that view. Methods that read the whole dict in order are
 left out for OrderedDict subclasses (`dict.copy` keeps the storage's order, not the links'),
-and methods that change the object break the graph.
+and methods that change the object are applied to that view and written back by the entry with
+the builtin's own methods (not for OrderedDict subclasses: their order is their links).
 """
 from __future__ import annotations
 
@@ -27,9 +28,20 @@ READS = {  # method name -> apply it to the view (a DictVar or ListVar)
     "items": lambda frame, view, args, kwargs: _method(frame, view, "items", args, kwargs),
     "copy": lambda frame, view, args, kwargs: _method(frame, view, "copy", args, kwargs),
     "index": lambda frame, view, args, kwargs: _method(frame, view, "index", args, kwargs),
+    "__iter__": lambda frame, view, args, kwargs: _iterate(frame, view),
     "count": lambda frame, view, args, kwargs: _method(frame, view, "count", args, kwargs),
 }
-ORDERED = {"keys", "values", "items", "copy"}  # (their order is the OrderedDict's links)
+ORDERED = {"keys", "values", "items", "copy", "__iter__"}  # (their order is the OrderedDict's links)
+# methods that change the builtin part: applied to the view, which the entry writes back into the
+# object with the builtin's own methods (`dict.clear` + `dict.update`, `list.__setitem__`), past
+# the subclass's (see side_effects.replay); not for OrderedDict subclasses (their order is links)
+WRITES = {
+    "__setitem__": lambda frame, view, args, kwargs: _setitem(frame, view, *args),
+    "__delitem__": lambda frame, view, args, kwargs: _delitem(frame, view, *args),
+    **{name: (lambda name: lambda frame, view, args, kwargs: _method(frame, view, name, args, kwargs))(name)
+       for name in ("pop", "update", "setdefault", "clear", "popitem", "append", "extend", "insert", "remove",
+                    "reverse", "sort")},
+}
 
 
 def _method(frame, view, name, args, kwargs):
@@ -62,7 +74,7 @@ def is_base_method(fn) -> bool:
 
 
 OWNERS = (dict, list, collections.OrderedDict)
-# the dict methods on the items of an object made while tracing: (rule, changes the object)
+# the dict / list methods on the items of an object made while tracing: (rule, changes the object)
 _MADE = {
     "__getitem__": (lambda frame, d, args, kwargs: _getitem(frame, d, *args), False),
     "__contains__": (lambda frame, d, args, kwargs: ConstVar(_contains(frame, d, *args)), False),
@@ -70,13 +82,26 @@ _MADE = {
     "__iter__": (lambda frame, d, args, kwargs: _iterate(frame, d), False),
     "__setitem__": (lambda frame, d, args, kwargs: _setitem(frame, d, *args), True),
     "__delitem__": (lambda frame, d, args, kwargs: _delitem(frame, d, *args), True),
-    "__init__": (lambda frame, d, args, kwargs: _method(frame, d, "update", args, kwargs), True),
+    "__init__": (lambda frame, d, args, kwargs: _init(frame, d, args, kwargs), True),
     "move_to_end": (lambda frame, d, args, kwargs: _move_to_end(d, *args, **kwargs), True),
     **{name: ((lambda name: lambda frame, d, args, kwargs: _method(frame, d, name, args, kwargs))(name), False)
        for name in ("get", "keys", "values", "items", "copy")},
     **{name: ((lambda name: lambda frame, d, args, kwargs: _method(frame, d, name, args, kwargs))(name), True)
-       for name in ("pop", "update", "setdefault", "clear", "popitem")},
+       for name in ("pop", "update", "setdefault", "clear", "popitem", "append", "extend", "insert", "remove",
+                    "reverse", "sort")},
+    **{name: ((lambda name: lambda frame, d, args, kwargs: _method(frame, d, name, args, kwargs))(name), False)
+       for name in ("index", "count")},
 }
+
+
+def _init(frame, items, args, kwargs):
+    """dict.__init__ / list.__init__ of an object made in the call: its items."""
+    if isinstance(items, ListVar):
+        if kwargs or len(args) > 1:
+            raise Unsupported("list() takes at most one argument (the call raises eagerly)")
+        items.items.clear()
+        return _method(frame, items, "extend", args, {}) if args else ConstVar(None)
+    return _method(frame, items, "update", args, kwargs)
 
 
 def _iterate(frame, d):
@@ -124,9 +149,12 @@ def call(frame, fn, obj: Var, args: list[Var], kwargs) -> Var:
         base = dict
     if not isinstance(obj, ObjectVar) or not isinstance(obj.value, base) or obj.source is None:
         raise Unsupported(f"{base.__name__}.{name} on {type(getattr(obj, 'value', obj)).__name__}")
-    if name not in READS or isinstance(obj.value, collections.OrderedDict) and name in ORDERED:
+    ordered = isinstance(obj.value, collections.OrderedDict)
+    if name in WRITES and not ordered:
+        return WRITES[name](frame, view(frame, obj, base), args, kwargs)
+    if name not in READS or ordered and name in ORDERED:
         raise Unsupported(f"{base.__name__}.{name} on an object of {type(obj.value).__qualname__} that came in "
-                          "(it would change the object, or read its order)")
+                          "(it would change an OrderedDict's order, or read it)")
     return READS[name](frame, view(frame, obj, base), args, kwargs)
 
 

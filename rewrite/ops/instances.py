@@ -32,11 +32,14 @@ NOT_USER = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionTyp
             torch.nn.Module, torch.Tensor)
 
 
-def new_instance(cls, attrs: dict, items: dict | None = None):
+def new_instance(cls, attrs: dict, items: dict | list | None = None):
     """What the entry calls to rebuild an object the trace made: its attributes, and for a
-    dict subclass its items (set with the builtin's own `__setitem__`, past the class's)."""
+    dict or list subclass its items (set with the builtin's own methods, past the class's)."""
     if items is None:
         obj = object.__new__(cls)
+    elif isinstance(items, list):  # a list subclass
+        obj = list.__new__(cls)
+        list.extend(obj, items)
     else:
         obj = dict.__new__(cls)
         setitem = collections.OrderedDict.__setitem__ if isinstance(obj, collections.OrderedDict) else dict.__setitem__
@@ -58,8 +61,8 @@ def _heap_type(cls) -> bool:
     return bool(cls.__flags__ & (1 << 9))  # Py_TPFLAGS_HEAPTYPE: defined by a class statement
 
 
-# builtin bases an object made while tracing may have: what the builtin holds is a DictVar
-DICT_BASES = (dict, collections.OrderedDict)
+# builtin bases an object made while tracing may have: what the builtin holds is a DictVar / ListVar
+CONTAINER_BASES = (dict, collections.OrderedDict, list)
 
 
 def why_not_constructible(cls: type) -> str | None:
@@ -68,20 +71,20 @@ def why_not_constructible(cls: type) -> str | None:
     if issubclass(cls, torch.nn.Module):
         return "modules are made outside the compiled function"
     for base in cls.__mro__[:-1]:
-        if not _heap_type(base) and base not in DICT_BASES:
+        if not _heap_type(base) and base not in CONTAINER_BASES:
             return f"it derives from {base.__qualname__}"
         if base.__dict__.get("__slots__", ()):
             return "it has __slots__"
     if not cls.__dictoffset__:
         return "its objects have no __dict__"
-    if cls.__new__ is not object.__new__ and cls.__new__ is not dict.__new__:
+    if cls.__new__ not in (object.__new__, dict.__new__, list.__new__):
         return "it defines __new__"
     if own_getattribute(cls) is None and cls.__getattribute__ not in GENERIC_GETATTRIBUTE:
         return "it defines __getattribute__"
     if class_attr(cls, "__del__") is not _MISSING:
         return "it defines __del__"
     if not isinstance(class_attr(cls, "__init__"), types.FunctionType) and cls.__init__ is not object.__init__ \
-            and cls.__init__ not in (dict.__init__, collections.OrderedDict.__init__):
+            and cls.__init__ not in (dict.__init__, collections.OrderedDict.__init__, list.__init__):
         return "its __init__ is not a Python function"
     return None
 
@@ -91,8 +94,9 @@ def construct(frame, cls_var: ObjectVar, args, kwargs) -> InstanceVar:
     why = why_not_constructible(cls)
     if why is not None:
         raise Unsupported(f"constructing {cls.__module__}.{cls.__qualname__} while tracing ({why})")
-    from ..trace.values import DictVar, mutations
-    inst = InstanceVar(cls, cls_var.source, DictVar({}) if issubclass(cls, dict) else None)
+    from ..trace.values import DictVar, ListVar, mutations
+    base = DictVar({}) if issubclass(cls, dict) else ListVar([]) if issubclass(cls, list) else None
+    inst = InstanceVar(cls, cls_var.source, base)
     tracer = frame.tracer
     before = (tracer.graph.mark()[1], len(tracer.side_effects.stores), len(tracer.side_effects.containers), mutations())
     init = class_attr(cls, "__init__")
@@ -114,8 +118,15 @@ def construct(frame, cls_var: ObjectVar, args, kwargs) -> InstanceVar:
 
 def _held(inst: InstanceVar):
     yield from inst.attrs.items()
-    if inst.base is not None:
-        yield from inst.base.items.items()
+    yield from _items(inst)
+
+
+def _items(inst: InstanceVar):
+    """(key or index, Var) of what the builtin base holds."""
+    if inst.base is None:
+        return ()
+    items = inst.base.items
+    return enumerate(items) if isinstance(items, list) else items.items()
 
 
 def _immutable(v: Var) -> bool:
@@ -131,8 +142,7 @@ def _immutable(v: Var) -> bool:
 
 def state(inst: InstanceVar) -> tuple:
     """What the object holds, by identity of the Vars (attributes, items)."""
-    items = inst.base.items.items() if inst.base is not None else ()
-    return tuple((k, id(v)) for k, v in inst.attrs.items()), tuple((k, id(v)) for k, v in items)
+    return tuple((k, id(v)) for k, v in inst.attrs.items()), tuple((k, id(v)) for k, v in _items(inst))
 
 
 def made_as_called(inst: InstanceVar):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import types
 
 from ..errors import Unsupported
-from ..guards.source import (GLOBALS, AttrSource, CellContentsSource, ContextVarSource, GlobalSource, ItemSource, ObjectAttrSource, Source,
+from ..guards.source import (GLOBALS, AttrSource, BaseCopySource, CellContentsSource, ContextVarSource, GlobalSource, ItemSource, ObjectAttrSource, Source,
                              is_identifier, key_expr, py_str)
 from .values import ConstVar, ListVar, Var, note_mutation
 
@@ -116,7 +116,7 @@ class SideEffects:
             return parents[expr]
 
         targets = [_statements(target, parent) for target in self.stores]  # (assign(value), delete)
-        boxes = [(parent(c.source), c) for c in self.containers.values()]
+        boxes = [(None if isinstance(c.source, BaseCopySource) else parent(c.source), c) for c in self.containers.values()]
         # every new value is computed before any write: `a.x, a.y = a.y, a.x` reads both first
         writes = []
 
@@ -139,7 +139,15 @@ class SideEffects:
                 writes.append(_pop(target, parent))
             writes.append(assign(value_name(rebuild(value))))
         for box, c in boxes:
-            if isinstance(c, ListVar):
+            if isinstance(c.source, BaseCopySource):  # a subclass's builtin part: its own methods, past the class's
+                owner, kind = parent(c.source.base), c.source.builtin
+                if isinstance(c, ListVar):
+                    items = value_name('[' + ', '.join(rebuild(v) for v in c.items) + ']')
+                    writes.append(f"list.__setitem__({owner}, slice(None), {items})")
+                else:
+                    items = ", ".join(f"{rebuild(ConstVar(k))}: {rebuild(v)}" for k, v in c.items.items())
+                    writes += [f"{kind}.clear({owner})", f"{kind}.update({owner}, {value_name('{' + items + '}')})"]
+            elif isinstance(c, ListVar):
                 writes.append(f"{box}[:] = {value_name('[' + ', '.join(rebuild(v) for v in c.items) + ']')}")
             else:
                 items = ", ".join(f"{rebuild(ConstVar(k))}: {rebuild(v)}" for k, v in c.items.items())
