@@ -213,3 +213,32 @@ def test_list_subclass_made_in_the_call_and_returned():
         first = st[0] + st[-1] + len(st)
         return first, st, bool(Tracked()), Tracked([1, 2])
     check(f, lambda seed: (rand(seed, 3),))
+
+
+def test_model_output_that_came_in_read_by_key_position_and_in_order():
+    def loss(out):
+        return out["logits"].sum() + out[1][0].sum() + len(out.to_tuple()) + len(list(out.keys())) + ("loss" in out)
+
+    def make(seed):
+        return (LMOutput(logits=rand(seed, 3), cache=(rand(seed, 2),)),)
+    check(loss, make)
+
+
+class Ordered(collections.OrderedDict):
+    def __setitem__(self, key, value):
+        super().__setitem__(key.lower(), value)
+
+
+def test_ordered_dict_subclass_that_came_in_changed_in_order():
+    def f(x, od):
+        od["B"] = x.sum()
+        od.move_to_end("a")
+        collections.OrderedDict.__delitem__(od, "c")
+        return x * len(od), list(od)
+
+    def make(seed):
+        od = Ordered()
+        for k in "acd":
+            od[k] = k
+        return rand(seed, 3), od
+    check(f, make)

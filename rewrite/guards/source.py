@@ -14,6 +14,7 @@ import keyword
 from dataclasses import dataclass
 
 GLOBALS = "G"  # the name of the globals dict inside generated code
+ODICT = "__import__('collections').OrderedDict"  # (generated code names builtins only)
 _names: dict | None = None  # while a guard closure is generated: source -> the local holding its value
 _used: set | None = None  # the named sources the expressions rendered so far read
 
@@ -193,11 +194,14 @@ class ObjectAttrSource(AttrSource):
 @source_kind
 class BaseCopySource(Source):
     """`dict.copy(base)` / `list.copy(base)`: what a dict or list subclass holds as that builtin,
-    copied past the subclass's own methods (`__getitem__`, `get`, `__iter__`, ...)."""
+    copied past the subclass's own methods (`__getitem__`, `get`, `__iter__`, ...). An OrderedDict
+    subclass's ("odict") in its links' order, through OrderedDict's own `items`."""
     base: Source
-    builtin: str  # "dict" or "list"
+    builtin: str  # "dict", "list" or "odict"
 
     def expr(self) -> str:
+        if self.builtin == "odict":
+            return f"dict({ODICT}.items({self.base.expr()}))"
         return f"{self.builtin}.copy({self.base.expr()})"
 
     def name(self) -> str:

@@ -2,11 +2,10 @@
 `super().get(key)` in a dict subclass, `dict.__getitem__(self, k)`, `list.__len__(self)`.
 
 The builtin part of the object is read as a copy taken past the subclass's own methods
-(`dict.copy(obj)`, `list.copy(obj)`: a BaseCopySource), wrapped and guarded as a plain dict
-or list, and the method applied to that view. Methods that read the whole dict in order are
-left out for OrderedDict subclasses (`dict.copy` keeps the storage's order, not the links'),
-and methods that change the object are applied to that view and written back by the entry with
-the builtin's own methods (not for OrderedDict subclasses: their order is their links).
+(`dict.copy(obj)`, `list.copy(obj)`, an OrderedDict's through its own `items` in its links'
+order: a BaseCopySource), wrapped and guarded as a plain dict or list, and the method applied
+to that view. Methods that change the object are applied to that view and written back by the
+entry with the builtin's own methods.
 """
 from __future__ import annotations
 
@@ -31,10 +30,9 @@ READS = {  # method name -> apply it to the view (a DictVar or ListVar)
     "__iter__": lambda frame, view, args, kwargs: _iterate(frame, view),
     "count": lambda frame, view, args, kwargs: _method(frame, view, "count", args, kwargs),
 }
-ORDERED = {"keys", "values", "items", "copy", "__iter__"}  # (their order is the OrderedDict's links)
 # methods that change the builtin part: applied to the view, which the entry writes back into the
-# object with the builtin's own methods (`dict.clear` + `dict.update`, `list.__setitem__`), past
-# the subclass's (see side_effects.replay); not for OrderedDict subclasses (their order is links)
+# object with the builtin's own methods (`dict.clear` + `dict.update`, `list.__setitem__`,
+# OrderedDict's in order), past the subclass's (see side_effects.replay)
 WRITES = {
     "__setitem__": lambda frame, view, args, kwargs: _setitem(frame, view, *args),
     "__delitem__": lambda frame, view, args, kwargs: _delitem(frame, view, *args),
@@ -146,26 +144,30 @@ def call(frame, fn, obj: Var, args: list[Var], kwargs) -> Var:
             note_mutation(obj)
         return rule(frame, obj.base, args, kwargs)
     if base is collections.OrderedDict:
-        base = dict
+        base = dict  # (its own methods on the view: the view keeps its order)
     if not isinstance(obj, ObjectVar) or not isinstance(obj.value, base) or obj.source is None:
         raise Unsupported(f"{base.__name__}.{name} on {type(getattr(obj, 'value', obj)).__name__}")
-    ordered = isinstance(obj.value, collections.OrderedDict)
-    if name in WRITES and not ordered:
+    if name in WRITES:
         return WRITES[name](frame, view(frame, obj, base), args, kwargs)
-    if name not in READS or ordered and name in ORDERED:
-        raise Unsupported(f"{base.__name__}.{name} on an object of {type(obj.value).__qualname__} that came in "
-                          "(it would change an OrderedDict's order, or read it)")
+    if name == "move_to_end" and isinstance(obj.value, collections.OrderedDict):
+        d = view(frame, obj, base)
+        from .objects import mutating
+        mutating(frame, d)
+        return _move_to_end(d, *args, **kwargs)
+    if name not in READS:
+        raise Unsupported(f"{base.__name__}.{name} on an object of {type(obj.value).__qualname__} that came in")
     return READS[name](frame, view(frame, obj, base), args, kwargs)
 
 
 def view(frame, obj: ObjectVar, base: type) -> Var:
     """The object's builtin part as a DictVar / ListVar read from a copy (guarded as one)."""
     tracer = frame.tracer
-    source = BaseCopySource(obj.source, BASES[base])
+    ordered = isinstance(obj.value, collections.OrderedDict)
+    source = BaseCopySource(obj.source, "odict" if ordered else BASES[base])
     known = tracer.wrapped.get(source)
     if known is not None:
         return known
-    copy = base.copy(obj.value)
+    copy = dict(collections.OrderedDict.items(obj.value)) if ordered else base.copy(obj.value)
     tracer.kept.append(copy)
     var = tracer.wrap(copy, source)
     if not isinstance(var, (DictVar, ListVar)):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import types
 
 from ..errors import Unsupported
-from ..guards.source import (GLOBALS, AttrSource, BaseCopySource, CellContentsSource, ContextVarSource, GlobalSource, ItemSource, ObjectAttrSource, Source,
+from ..guards.source import (GLOBALS, ODICT, AttrSource, BaseCopySource, CellContentsSource, ContextVarSource, GlobalSource, ItemSource, ObjectAttrSource, Source,
                              is_identifier, key_expr, py_str)
 from .values import ConstVar, ListVar, Var, note_mutation
 
@@ -145,8 +145,13 @@ class SideEffects:
                     items = value_name('[' + ', '.join(rebuild(v) for v in c.items) + ']')
                     writes.append(f"list.__setitem__({owner}, slice(None), {items})")
                 else:
-                    items = ", ".join(f"{rebuild(ConstVar(k))}: {rebuild(v)}" for k, v in c.items.items())
-                    writes += [f"{kind}.clear({owner})", f"{kind}.update({owner}, {value_name('{' + items + '}')})"]
+                    items = value_name("{" + ", ".join(f"{rebuild(ConstVar(k))}: {rebuild(v)}"
+                                                       for k, v in c.items.items()) + "}")
+                    if kind == "odict":  # (in order, each with OrderedDict's own __setitem__)
+                        writes += [f"{ODICT}.clear({owner})",
+                                   f"for ___k, ___v in {items}.items(): {ODICT}.__setitem__({owner}, ___k, ___v)"]
+                    else:
+                        writes += [f"dict.clear({owner})", f"dict.update({owner}, {items})"]
             elif isinstance(c, ListVar):
                 writes.append(f"{box}[:] = {value_name('[' + ', '.join(rebuild(v) for v in c.items) + ']')}")
             else:
