@@ -101,6 +101,12 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     known, folded = markers.query(value)
     if known:  # torch.compiler.is_compiling() and friends: what they return under a compiler
         return const(folded)
+    kind = markers.state(value)
+    if kind is not None:  # torch.get_autocast_dtype(), torch.distributed.is_initialized(), ...
+        from .tensors import read_state
+        return read_state(frame, value, kind, args, kwargs)
+    if markers.python_helper(value):  # torch.nn.init._calculate_correct_fan: Python on sizes
+        return tracer.inline(value, args, kwargs, fn.source, frame)
     why = markers.breaks(value) or markers.disabled(value)
     if why is not None:
         raise Unsupported(why)

@@ -26,6 +26,63 @@ BUILTIN_QUERIES: dict[str, object] = {  # C functions of torch._C, by name
     "_get_tracing_state": None,
 }
 
+# torch's Python-level state and facts: what each returns now, as a constant. "fixed": the same
+# for the whole process, or for the same (constant) arguments -- no guard. "guarded": it can
+# change between calls (a flag, a setting): guarded on the value read. A kind names the traced
+# context that sets it, inside which the value is the context's (no guard): see ops/tensors.py.
+STATE: dict[tuple[str, str], tuple[str, str | None]] = {
+    ("torch", "promote_types"): ("fixed", None),
+    ("torch", "result_type"): ("fixed", None),
+    ("torch", "can_cast"): ("fixed", None),
+    ("torch.distributed", "is_available"): ("fixed", None),
+    ("torch.cuda", "is_available"): ("fixed", None),
+    ("torch.cuda", "device_count"): ("fixed", None),
+    ("torch.backends.mps", "is_available"): ("fixed", None),
+    ("torch", "get_default_dtype"): ("guarded", None),  # (a DefaultDtypeMatch, as factories add)
+    ("torch.distributed", "is_initialized"): ("guarded", None),
+    ("torch.distributed.distributed_c10d", "is_initialized"): ("guarded", None),
+    ("torch", "get_autocast_dtype"): ("guarded", "autocast"),
+    ("torch", "get_autocast_gpu_dtype"): ("guarded", "autocast"),
+    ("torch", "get_autocast_cpu_dtype"): ("guarded", "autocast"),
+    ("torch", "is_autocast_cache_enabled"): ("guarded", None),
+    ("torch", "get_float32_matmul_precision"): ("guarded", None),
+    ("torch", "are_deterministic_algorithms_enabled"): ("guarded", None),
+    ("torch", "is_deterministic_algorithms_warn_only_enabled"): ("guarded", None),
+    ("torch", "get_num_threads"): ("guarded", None),
+    ("torch", "get_num_interop_threads"): ("guarded", None),
+    ("torch._C", "_get_cublas_allow_tf32"): ("guarded", None),  # torch.backends.cuda.matmul.allow_tf32
+    ("torch._C", "_get_cudnn_allow_tf32"): ("guarded", None),  # torch.backends.cudnn.allow_tf32
+    ("torch._C", "_get_cudnn_enabled"): ("guarded", None),
+    ("torch._C", "_get_cudnn_benchmark"): ("guarded", None),
+    ("torch._C", "_get_cudnn_deterministic"): ("guarded", None),
+    ("torch._C", "_get_cublas_allow_fp16_reduced_precision_reduction"): ("guarded", None),
+    ("torch._C", "_get_cublas_allow_bf16_reduced_precision_reduction"): ("guarded", None),
+}
+# torch functions written in Python that compute on Python values (sizes, strings): traced as
+# Python, not recorded as an op
+PYTHON_HELPERS = {
+    ("torch.nn.init", "_calculate_correct_fan"),
+    ("torch.nn.init", "_calculate_fan_in_and_fan_out"),
+    ("torch.nn.init", "calculate_gain"),
+}
+
+
+def state(fn) -> tuple[str, str | None] | None:
+    """("fixed" | "guarded", the context kind that sets it) when `fn` is one of the STATE reads."""
+    name = _name(fn)
+    if name is not None:
+        return STATE.get(name)
+    name = getattr(fn, "__name__", None)  # a C function: found under that name in torch or torch._C
+    for module in ("torch", "torch._C"):
+        if (module, name) in STATE and getattr(sys.modules.get(module), name, None) is fn:
+            return STATE[module, name]
+    return None
+
+
+def python_helper(fn) -> bool:
+    return _name(fn) in PYTHON_HELPERS
+
+
 # calls that break the graph where they are (what comes before and after compiles apart)
 BREAKS: dict[tuple[str, str], str] = {
     ("torch._dynamo.decorators", "graph_break"): "torch._dynamo.graph_break()",

@@ -13,6 +13,7 @@ from ..guards.source import AttrSource, ModuleAttrSource, ObjectAttrSource
 from ..trace.values import (BoundVar, ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var,
                             note_mutation)
 from ..trace.side_effects import DELETED, location
+from . import markers
 from .core import const, describe, fold, foldable, key_of, python_value, unpack
 from .instances import (_MISSING, GENERIC_GETATTRIBUTE, OBJECT_SLOTS, bind, class_attr, class_source, getattr_fallback,
                         hooked_getattr, own_getattribute)
@@ -72,6 +73,11 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
         except AttributeError:
             raise Unsupported(f"module {value.__name__} has no attribute {name!r}") from None
         if trusted(value):
+            getter = getattr(inspect.getattr_static(type(value), name, None), "getter", None)
+            kind = markers.state(getter) if getter is not None else None
+            if kind is not None:  # torch.backends.cudnn.allow_tf32: a flag read through the module's class
+                from .tensors import read_state
+                return read_state(frame, getter, kind, [], {})
             return tracer.wrap(attr, None)  # torch, math, ...: taken as constants, as Dynamo does
         return tracer.wrap(attr, source)
     if name in CLASS_METADATA:

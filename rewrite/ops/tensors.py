@@ -285,6 +285,24 @@ def _read_mode(frame, fn, kind: str, args, kwargs) -> Var:
     return ConstVar(value)
 
 
+def read_state(frame, fn, kind, args, kwargs) -> Var:
+    """A torch state query or fact (markers.STATE): what it returns now, as a constant; guarded
+    on that value where it can change between calls, unless a traced context sets it."""
+    from ..guards.guard import StateMatch
+    how, context = kind
+    real_args = tuple(_fold(a) for a in args)
+    real_kwargs = {k: _fold(v) for k, v in kwargs.items()}
+    value = fold(fn, *real_args, **real_kwargs)
+    if fn is torch.get_default_dtype:
+        from ..guards.guard import DefaultDtypeMatch
+        frame.tracer.guards.add(DefaultDtypeMatch(value))
+    elif how == "guarded" and not (context and any(ctx.kind == context for ctx in frame.tracer.open_contexts)):
+        if real_kwargs:
+            raise Unsupported(f"{getattr(fn, '__name__', fn)} with keyword arguments")
+        frame.tracer.guards.add(StateMatch(fn, real_args, value))
+    return const(value)
+
+
 def call_function(frame, fn, args, kwargs) -> Var:
     """Record a call of `fn` (an operator or torch function) on tensors."""
     return _record(frame, "call_function", fn, tuple(args), kwargs, getattr(fn, "__name__", str(fn)))
