@@ -372,8 +372,7 @@ def test_torch_function_patched_during_first_call_then_restored():
     tw.check_twice(-ones(2))  # jit: -7, eager: 0
 
 
-@limitation("torch.backends flags are read as trusted constants without a guard")
-def test_torch_backends_flag_changed_between_calls():
+def test_torch_backends_flag_changed_between_calls():  # (guarded: markers.STATE)
     def f(x):
         return x * 2 if torch.backends.cudnn.deterministic else x * 3
 
