@@ -148,12 +148,7 @@ def plan_outputs(cap: Capture) -> None:
                     return f"{cap.consts.ref(v.cls)}({''.join(rebuild(a) + ', ' for a in args)}{kw})"
                 # changed since: its class, attributes (and items)
                 attrs = ", ".join(f"{cap.consts.ref(k)}: {rebuild(i)}" for k, i in v.attrs.items())
-                if v.base is None:
-                    items = ""
-                elif isinstance(v.base, ListVar):
-                    items = ", [" + ", ".join(rebuild(i) for i in v.base.items) + "]"
-                else:
-                    items = ", {" + ", ".join(f"{cap.consts.ref(k)}: {rebuild(i)}" for k, i in v.base.items.items()) + "}"
+                items = "" if v.base is None else f", {rebuild(v.base)}"  # (a dict or list literal)
                 return f"{cap.consts.ref(new_instance)}({cap.consts.ref(v.cls)}, {{{attrs}}}{items})"
             if isinstance(v, SetVar):
                 from .ops.sets import members

@@ -242,3 +242,19 @@ def test_ordered_dict_subclass_that_came_in_changed_in_order():
             od[k] = k
         return rand(seed, 3), od
     check(f, make)
+
+
+class Traced(dict):
+    def __getattribute__(self, key):
+        return super().__getattribute__(key)  # (dict's slot: the generic lookup, not a dict method)
+
+
+def test_getattribute_of_a_dict_subclass_through_super():
+    def f(x, d):
+        return x * d.scale + len(d)
+
+    def make(seed):
+        d = Traced(a=1)
+        d.scale = 3
+        return rand(seed, 3), d
+    check(f, make)

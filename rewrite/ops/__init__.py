@@ -208,8 +208,7 @@ def _call_method(frame, m: MethodVar, args, kwargs) -> Var:
         if isinstance(self.value, (logging.Logger, logging.LoggerAdapter)):
             raise Unsupported(f"call to {type(self.value).__name__}.{m.name} (printing and logging break the graph)",
                               "move the logging call out of the compiled function")
-        source = AttrSource(AttrSource(self.source, "__class__"), m.name) if self.source else None
-        return frame.tracer.inline(fn, [self, *args], kwargs, source, frame)
+        return frame.tracer.inline(fn, [self, *args], kwargs, instances._on_class(self, m.name), frame)
     raise Unsupported(f"method {m.name} of {describe(self)}")
 
 

@@ -18,7 +18,7 @@ _MISSING = object()
 
 
 def of(frame, obj: Var) -> AttrDictVar:
-    if obj.source is None or getattr(obj.value, "__dict__", None) is None:
+    if obj.source is None or not type(obj.value).__dictoffset__:
         raise Unsupported(f"__dict__ of an object the tracer cannot locate ({type(obj.value).__qualname__})")
     return AttrDictVar(obj)
 

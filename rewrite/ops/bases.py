@@ -14,31 +14,31 @@ import types
 
 from ..errors import Unsupported
 from ..guards.source import BaseCopySource
-from ..trace.values import ConstVar, DictVar, ListVar, ObjectVar, Var
+from ..trace.values import ConstVar, DictVar, ListVar, ObjectVar, Var, note_mutation
+from .core import describe
 
 BASES = {dict: "dict", list: "list"}
-READS = {  # method name -> apply it to the view (a DictVar or ListVar)
-    "get": lambda frame, view, args, kwargs: _method(frame, view, "get", args, kwargs),
-    "__getitem__": lambda frame, view, args, kwargs: _getitem(frame, view, *args),
-    "__contains__": lambda frame, view, args, kwargs: ConstVar(_contains(frame, view, *args)),
-    "__len__": lambda frame, view, args, kwargs: ConstVar(len(view.items)),
-    "keys": lambda frame, view, args, kwargs: _method(frame, view, "keys", args, kwargs),
-    "values": lambda frame, view, args, kwargs: _method(frame, view, "values", args, kwargs),
-    "items": lambda frame, view, args, kwargs: _method(frame, view, "items", args, kwargs),
-    "copy": lambda frame, view, args, kwargs: _method(frame, view, "copy", args, kwargs),
-    "index": lambda frame, view, args, kwargs: _method(frame, view, "index", args, kwargs),
-    "__iter__": lambda frame, view, args, kwargs: _iterate(frame, view),
-    "count": lambda frame, view, args, kwargs: _method(frame, view, "count", args, kwargs),
-}
-# methods that change the builtin part: applied to the view, which the entry writes back into the
-# object with the builtin's own methods (`dict.clear` + `dict.update`, `list.__setitem__`,
-# OrderedDict's in order), past the subclass's (see side_effects.replay)
-WRITES = {
-    "__setitem__": lambda frame, view, args, kwargs: _setitem(frame, view, *args),
-    "__delitem__": lambda frame, view, args, kwargs: _delitem(frame, view, *args),
-    **{name: (lambda name: lambda frame, view, args, kwargs: _method(frame, view, name, args, kwargs))(name)
-       for name in ("pop", "update", "setdefault", "clear", "popitem", "append", "extend", "insert", "remove",
-                    "reverse", "sort")},
+OWNERS = (dict, list, collections.OrderedDict)  # whose methods these are
+
+
+def _named(name: str):
+    return lambda frame, items, args, kwargs: _method(frame, items, name, args, kwargs)
+
+
+# dict / list / OrderedDict methods on what the builtin part holds (a DictVar or ListVar: an
+# object's items made in the call, or the view of one that came in): (rule, changes the object)
+METHODS = {
+    "__getitem__": (lambda frame, items, args, kwargs: _getitem(frame, items, *args), False),
+    "__contains__": (lambda frame, items, args, kwargs: ConstVar(_contains(frame, items, *args)), False),
+    "__len__": (lambda frame, items, args, kwargs: ConstVar(len(items.items)), False),
+    "__iter__": (lambda frame, items, args, kwargs: _iterate(frame, items), False),
+    "__setitem__": (lambda frame, items, args, kwargs: _setitem(frame, items, *args), True),
+    "__delitem__": (lambda frame, items, args, kwargs: _delitem(frame, items, *args), True),
+    "__init__": (lambda frame, items, args, kwargs: _init(frame, items, args, kwargs), True),
+    "move_to_end": (lambda frame, items, args, kwargs: _move_to_end(items, *args, **kwargs), True),
+    **{name: (_named(name), False) for name in ("get", "keys", "values", "items", "copy", "index", "count")},
+    **{name: (_named(name), True) for name in ("pop", "update", "setdefault", "clear", "popitem", "append",
+                                                "extend", "insert", "remove", "reverse", "sort")},
 }
 
 
@@ -69,27 +69,6 @@ def builtin_of(cls: type):
 def is_base_method(fn) -> bool:
     return isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
         getattr(fn, "__objclass__", None) in OWNERS
-
-
-OWNERS = (dict, list, collections.OrderedDict)
-# the dict / list methods on the items of an object made while tracing: (rule, changes the object)
-_MADE = {
-    "__getitem__": (lambda frame, d, args, kwargs: _getitem(frame, d, *args), False),
-    "__contains__": (lambda frame, d, args, kwargs: ConstVar(_contains(frame, d, *args)), False),
-    "__len__": (lambda frame, d, args, kwargs: ConstVar(len(d.items)), False),
-    "__iter__": (lambda frame, d, args, kwargs: _iterate(frame, d), False),
-    "__setitem__": (lambda frame, d, args, kwargs: _setitem(frame, d, *args), True),
-    "__delitem__": (lambda frame, d, args, kwargs: _delitem(frame, d, *args), True),
-    "__init__": (lambda frame, d, args, kwargs: _init(frame, d, args, kwargs), True),
-    "move_to_end": (lambda frame, d, args, kwargs: _move_to_end(d, *args, **kwargs), True),
-    **{name: ((lambda name: lambda frame, d, args, kwargs: _method(frame, d, name, args, kwargs))(name), False)
-       for name in ("get", "keys", "values", "items", "copy")},
-    **{name: ((lambda name: lambda frame, d, args, kwargs: _method(frame, d, name, args, kwargs))(name), True)
-       for name in ("pop", "update", "setdefault", "clear", "popitem", "append", "extend", "insert", "remove",
-                    "reverse", "sort")},
-    **{name: ((lambda name: lambda frame, d, args, kwargs: _method(frame, d, name, args, kwargs))(name), False)
-       for name in ("index", "count")},
-}
 
 
 def _init(frame, items, args, kwargs):
@@ -131,32 +110,23 @@ def _move_to_end(d, key, last=ConstVar(True)):
 
 
 def call(frame, fn, obj: Var, args: list[Var], kwargs) -> Var:
-    """`fn(obj, *args)`, fn a builtin method of dict or list (a descriptor), obj of a subclass."""
-    base = fn.__objclass__
-    name = fn.__name__
+    """`fn(obj, *args)`, fn a builtin method of dict, OrderedDict or list (a descriptor), obj of
+    a subclass: made in the call (its items) or one that came in (a view of them)."""
+    owner, name = fn.__objclass__, fn.__name__
     from ..trace.values import InstanceVar
-    if isinstance(obj, InstanceVar) and obj.base is not None:  # an object made in the call: its items
-        if name not in _MADE:
-            raise Unsupported(f"{base.__name__}.{name} on an object of {obj.cls.__qualname__} made in the call")
-        rule, changes = _MADE[name]
-        if changes:
-            from ..trace.values import note_mutation
-            note_mutation(obj)
-        return rule(frame, obj.base, args, kwargs)
-    if base is collections.OrderedDict:
-        base = dict  # (its own methods on the view: the view keeps its order)
-    if not isinstance(obj, ObjectVar) or not isinstance(obj.value, base) or obj.source is None:
-        raise Unsupported(f"{base.__name__}.{name} on {type(getattr(obj, 'value', obj)).__name__}")
-    if name in WRITES:
-        return WRITES[name](frame, view(frame, obj, base), args, kwargs)
-    if name == "move_to_end" and isinstance(obj.value, collections.OrderedDict):
-        d = view(frame, obj, base)
+    made = isinstance(obj, InstanceVar) and obj.base is not None
+    cls = obj.cls if made else type(getattr(obj, "value", None))
+    if not issubclass(cls, owner) or not made and (not isinstance(obj, ObjectVar) or obj.source is None) \
+            or name not in METHODS:
+        raise Unsupported(f"{owner.__name__}.{name} on {describe(obj)}")
+    rule, changes = METHODS[name]
+    items = obj.base if made else view(frame, obj, builtin_of(cls))
+    if changes and made:
+        note_mutation(obj)
+    elif changes:  # one that came in: its view changes, and the entry writes it back
         from .objects import mutating
-        mutating(frame, d)
-        return _move_to_end(d, *args, **kwargs)
-    if name not in READS:
-        raise Unsupported(f"{base.__name__}.{name} on an object of {type(obj.value).__qualname__} that came in")
-    return READS[name](frame, view(frame, obj, base), args, kwargs)
+        mutating(frame, items)
+    return rule(frame, items, args, kwargs)
 
 
 def view(frame, obj: ObjectVar, base: type) -> Var:

@@ -165,7 +165,9 @@ def _type(frame, args, kwargs):
     v = args[0]  # its type is guarded already; the source lets attributes of the class be guarded
     if isinstance(v, InstanceVar):  # made in the call: its class is reached the way it was called
         return ObjectVar(v.cls, v.cls_source)
-    return ObjectVar(python_type(v), AttrSource(v.source, "__class__") if v.source is not None else None)
+    from .instances import class_source
+    cls = python_type(v)
+    return ObjectVar(cls, class_source(v.source, cls) if v.source is not None else None)
 
 
 @rule(getattr)

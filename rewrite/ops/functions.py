@@ -127,7 +127,8 @@ def _signature(frame, args, kwargs):
         # `module.forward`: the function found on the class (getattr_object guarded it there)
         self = target.self_var
         func = inspect.getattr_static(self.value, target.name)
-        source = AttrSource(AttrSource(self.source, "__class__"), target.name) if self.source else None
+        from .instances import class_source
+        source = AttrSource(class_source(self.source, type(self.value)), target.name) if self.source else None
     else:
         raise Unsupported(f"inspect.signature of {describe(target)}")
     _guard_signature(frame.tracer, func, source, bool(follow))

@@ -383,14 +383,14 @@ def getattr_super(frame, sup: SuperVar, name: str) -> Var:
         if name not in base.__dict__:
             continue
         static = base.__dict__[name]
-        from . import bases
-        if bases.is_base_method(static):
-            return BoundVar(static, obj, None)
         if isinstance(static, types.WrapperDescriptorType):
             if static in GENERIC_GETATTRIBUTE:  # `super().__getattribute__` reaching dict's, list's, ...
                 static = object.__getattribute__
             if static in OBJECT_SLOTS:
                 return BoundVar(static, obj, None)
+        from . import bases
+        if bases.is_base_method(static):  # `super().get(key)`: the builtin's, on its part of obj
+            return BoundVar(static, obj, None)
         if base is object:
             raise Unsupported(f"super().{name} resolves to object.{name}")
         source = None

@@ -13,7 +13,7 @@ from ..guards.source import AttrSource, ModuleAttrSource, ObjectAttrSource
 from ..trace.values import (BoundVar, ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var,
                             note_mutation)
 from ..trace.side_effects import DELETED, location
-from . import markers
+from . import context_vars, markers
 from .core import const, describe, fold, foldable, key_of, python_value, unpack
 from .instances import (_MISSING, GENERIC_GETATTRIBUTE, OBJECT_SLOTS, bind, class_attr, class_source, getattr_fallback,
                         hooked_getattr, own_getattribute)
@@ -73,7 +73,8 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
         except AttributeError:
             raise Unsupported(f"module {value.__name__} has no attribute {name!r}") from None
         if trusted(value):
-            getter = getattr(inspect.getattr_static(type(value), name, None), "getter", None)
+            getter = None if type(value) is types.ModuleType else \
+                getattr(inspect.getattr_static(type(value), name, None), "getter", None)  # (a module subclass's)
             kind = markers.state(getter) if getter is not None else None
             if kind is not None:  # torch.backends.cudnn.allow_tf32: a flag read through the module's class
                 from .tensors import read_state
@@ -120,7 +121,6 @@ def generic_getattr(frame, var: ObjectVar, name: str, fallback: bool = True) -> 
             return stored
     if isinstance(value, TYPE_INFO):  # torch.finfo(dtype).eps: constants of a constant
         return const(fold(getattr, value, name))
-    from . import context_vars
     if context_vars.is_context_var(value) and name in context_vars.METHODS:
         return MethodVar(var, name)
     if type(value) is types.SimpleNamespace and name in value.__dict__:
