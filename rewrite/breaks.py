@@ -28,15 +28,17 @@ What the entry runs eagerly depends on that instruction (`kind`):
 * step  -- one other instruction from the STEPS table (an attribute or global store, an
            operator on values the tracer does not understand, ...).
 
-A `with torch.no_grad()` (or enable_grad/set_grad_enabled) open at the break is left by the
-graph, re-entered around the eager step, and re-entered again by the resume function's first
-instructions, so exceptions raised in any part still leave through the user's handler.
+A `with torch.no_grad()` (or enable_grad/set_grad_enabled, autocast, inference_mode,
+record_function) open at the break is left by the graph, re-entered (a fresh, equal one)
+around the eager step, and re-entered again by the resume function's first instructions, so
+exceptions raised in any part still leave through the user's handler (a profiler range is
+then three ranges of that name).
 Breaks inside `try` other than at a call, inside a `with` block over a context manager the
 trace did not enter (its `__exit__` may swallow exceptions), after a change to a list, dict
-or object that existed at the checkpoint (resuming would change it again; what the failing
-part made itself does not count), in functions whose locals are captured by inner functions
-(cells), in generators, or with a stack the entry cannot rebuild make the whole call run
-eagerly.
+or object that existed at the checkpoint that cannot be undone, in functions whose locals a
+closure made before the break captures (cells), in generators, or with a stack the entry
+cannot rebuild make the whole call run eagerly. (What the failing part changed of values
+that existed at the checkpoint is undone first: the eager step changes them again.)
 """
 from __future__ import annotations
 
@@ -51,7 +53,8 @@ from .bytecode.resume import at_user_line, is_resume, resume_code
 from .errors import Unsupported, WholeCallEager
 from .ops.builtins import FRAME_READER_NAMES
 from .guards.source import param_name
-from .trace.values import NULL, ConstVar, ContextExitVar, GradModeVar, IteratorVar, TupleVar, mutations
+from .trace.values import (NULL, ConstVar, ContextExitVar, GradModeVar, IteratorVar, RecordedContextVar, TupleVar, mutations,
+                           undo_to_checkpoint)
 
 JUMPS = {"POP_JUMP_FORWARD_IF_TRUE": True, "POP_JUMP_BACKWARD_IF_TRUE": True,
          "POP_JUMP_FORWARD_IF_FALSE": False, "POP_JUMP_BACKWARD_IF_FALSE": False}
@@ -91,8 +94,8 @@ def plan(tracer, error: Unsupported):
     code = tracer.code
     if isinstance(error, WholeCallEager) or FRAME_READER_NAMES & set(code.co_names):
         return None  # (a resume function's frame holds other locals than the original's)
-    if cp is None or code.co_cellvars or code.co_flags & 0x20:
-        return None
+    if cp is None or code.co_cellvars and tracer.root_cells_shared or code.co_flags & 0x20:
+        return None  # (cells no closure shares yet go to the resume function as values)
     inst = root.instructions[cp.ip]
     from .trace.interpreter import untraced_with_open
     if untraced_with_open(cp.stack):
@@ -114,10 +117,14 @@ def plan(tracer, error: Unsupported):
     if is_resume(code) and _in_loop(root.instructions, cp.ip):
         error.in_loop = True  # (resume functions would chain, one per turn of the loop)
         return None
-    if cp.ip + 1 >= len(root.instructions) or cp.mutations != mutations():
-        return None  # a list or dict changed after the checkpoint: resuming would repeat that
-    if any(isinstance(v, ContextExitVar) and not isinstance(v.ctx, GradModeVar) for v in cp.stack):
-        return None  # inside autocast or inference_mode: the eager step would run outside it
+    if cp.ip + 1 >= len(root.instructions):
+        return None
+    if cp.mutations != mutations():  # the failing part changed what existed at the checkpoint:
+        if not undo_to_checkpoint():  # the eager step changes it again, so the trace forgets it
+            return None
+        tracer.side_effects.undo_to_checkpoint()
+    if any(isinstance(v, ContextExitVar) and not isinstance(v.ctx, (GradModeVar, RecordedContextVar)) for v in cp.stack):
+        return None  # (a context the entry could not enter again around the eager step)
     base = _grad_mode_outside(cp)
     if base is None:
         return None
@@ -139,7 +146,7 @@ def _grad_mode_outside(cp) -> bool | None:
     """The grad mode outside the traced `with` blocks open at the checkpoint, when entering
     fresh no_grad/enable_grad contexts from it in turn gives back the mode at the break and
     each restores what the original would (None: it does not, so do not break here)."""
-    contexts = [v.ctx for v in cp.stack if isinstance(v, ContextExitVar)]
+    contexts = [v.ctx for v in cp.stack if isinstance(v, ContextExitVar) and isinstance(v.ctx, GradModeVar)]
     if not contexts:
         return cp.grad_enabled
     mode = base = contexts[0].prev
@@ -196,7 +203,12 @@ class Break:
         return TupleVar(out)
 
     def end_graph(self, graph) -> None:
-        """The graph leaves grad mode as it is outside the open `with` blocks (the entry re-enters them)."""
+        """The graph leaves the recorded contexts open at the break (innermost first), and grad
+        mode as it is outside the open `with` blocks (the entry re-enters them all)."""
+        for v in reversed(self.cp.stack):
+            ctx = v.ctx if isinstance(v, ContextExitVar) else None
+            if isinstance(ctx, RecordedContextVar) and ctx.node is not None:
+                graph.record_effect(ctx.exit_fn, (ctx.node,))
         if self.grad_mode_outside != self.cp.grad_enabled:
             graph.set_grad(self.grad_mode_outside)
 
@@ -206,11 +218,14 @@ class Break:
         n_stack = len(stack)
         value = [f"___v[{i}]" for i in range(n_stack + len(self.local_names))]
         local_args = value[n_stack:]
-        contexts = []  # a fresh no_grad()/enable_grad() for each traced `with` open at the break
+        contexts = []  # a fresh no_grad()/enable_grad()/autocast(...) for each traced `with` open at the break
         for i, v in enumerate(stack):
             if isinstance(v, ContextExitVar):
-                name = f"___grad_ctx{len(contexts)}"
-                consts[name] = torch.enable_grad if v.ctx.mode else torch.no_grad
+                name = f"___ctx{len(contexts)}"
+                if isinstance(v.ctx, RecordedContextVar):
+                    consts[name] = v.ctx.fresh
+                else:
+                    consts[name] = torch.enable_grad if v.ctx.mode else torch.no_grad
                 value[i] = f"{name}()"
                 contexts.append(value[i])
 

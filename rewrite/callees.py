@@ -9,8 +9,9 @@ so the callee's frame gets its own graphs, graph breaks and resume functions -- 
 down. A module goes through a jitted copy of its class's forward when `module(x)` would
 only call that forward (no hooks, no `__call__` of its own, no `module.compile()`), a
 callable object through its class's `__call__`, a `functools.partial` through its
-function. Functions of the standard library, torch, triton and rewrite, disabled ones,
-generators and coroutines are called as they are.
+function. Functions of the standard library, torch (but its Python libraries:
+`markers.PYTHON_MODULES`), triton and rewrite, disabled ones, generators and coroutines are
+called as they are.
 """
 from __future__ import annotations
 
@@ -297,6 +298,9 @@ def _compilable(fn: types.FunctionType) -> bool:
     code = fn.__code__
     if code.co_flags & CO_GENERATOR_LIKE or fn in DISABLED or disabled(fn) is not None:
         return False
+    from .ops.markers import python_library
+    if python_library(fn):  # torch.optim, torch.amp: Python libraries, compiled as user code is
+        return not is_rewritten(code)
     module = (fn.__module__ or "").partition(".")[0]
     if module in _SKIPPED_MODULES or _library_file(code.co_filename):
         return False

@@ -33,7 +33,7 @@ from .guards.source import GLOBALS, attr_expr, comment, param_name
 from .trace.graph import WritesInputs
 from .trace.interpreter import Tracer
 from .trace.builder import DynamicPolicy
-from .trace.values import (BoundVar, ConstVar, ExceptionVar, PartialVar, SetVar, SymIntVar, DictVar, DictViewVar, InstanceVar, IteratorVar, ListVar, MethodVar,
+from .trace.values import (BoundVar, ConstVar, ExceptionVar, PartialVar, SetVar, SymIntVar, DictVar, DictViewVar, IdentityKey, InstanceVar, IteratorVar, ListVar, MethodVar, key_var,
                            ObjectVar, ScalarVar, TensorVar, TupleVar, Var)
 
 
@@ -134,9 +134,15 @@ def plan_outputs(cap: Capture) -> None:
                     return f"{cap.consts.ref(v.py_type)}({inner})"
                 return f"{cap.consts.ref(v.py_type)}(({inner}{',' if v.items else ''}))"
             if isinstance(v, ListVar):
-                return "[" + ", ".join(rebuild(i) for i in v.items) + "]"
+                inner = "[" + ", ".join(rebuild(i) for i in v.items) + "]"
+                return inner if v.py_type is list else f"{cap.consts.ref(v.py_type)}({inner}, {v.maxlen!r})"
             if isinstance(v, DictVar):
-                return "{" + ", ".join(f"{cap.consts.ref(k)}: {rebuild(i)}" for k, i in v.items.items()) + "}"
+                inner = "{" + ", ".join(f"{rebuild(key_var(k)) if isinstance(k, IdentityKey) else cap.consts.ref(k)}: "
+                                        f"{rebuild(i)}" for k, i in v.items.items()) + "}"
+                if v.py_type is dict:
+                    return inner
+                factory = f"{rebuild(v.factory)}, " if v.factory is not None else ""
+                return f"{cap.consts.ref(v.py_type)}({factory}{inner})"
             if isinstance(v, ObjectVar):
                 return cap.consts.ref(v.value)
             if isinstance(v, InstanceVar):
@@ -217,9 +223,9 @@ MODE_EFFECTS = {autocast_mode._enter_autocast, autocast_mode._exit_autocast, gra
 
 def rerunnable(graph) -> bool:
     """Whether the call can run again eagerly after the graph raised part-way: the graph
-    changed nothing before (no writes into inputs, no random draws, no mode switches other
-    than grad mode, which the entry puts back)."""
-    return not graph.clone_inputs and not any(n.meta.get("seeded") or n.target in MODE_EFFECTS
+    changed nothing before (no writes into inputs, no random draws, no log records, no mode
+    switches other than grad mode, which the entry puts back)."""
+    return not graph.clone_inputs and not any(n.meta.get("seeded") or n.meta.get("outward") or n.target in MODE_EFFECTS
                                               for n in graph.graph.nodes)
 
 

@@ -141,22 +141,81 @@ def test_no_grad_decorator_on_a_helper():
         assert_same(got, expected)
 
 
-def test_a_break_inside_autocast_runs_the_call_eagerly():
-    def f(x, w):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            y = x @ w
-            print("inside")  # the eager step would run outside autocast: no break here
-            z = y @ w
-        return z
+SEEN = []
+
+
+@rewrite.disable
+def _note_modes(y):
+    """A step the graph breaks at: what mode it runs in."""
+    SEEN.append((torch.is_autocast_enabled("cpu"), torch.is_inference_mode_enabled(), y.dtype))
+
+
+BLOCKS = {
+    "autocast": lambda: torch.autocast("cpu", dtype=torch.bfloat16),
+    "inference_mode": torch.inference_mode,
+    "record_function": lambda: torch.profiler.record_function("block"),
+}
+
+
+def test_a_break_inside_autocast_inference_mode_or_record_function_compiles_both_sides():
+    for kind in ("autocast", "inference_mode", "record_function"):
+        block = BLOCKS[kind]
+
+        def f(x, w):
+            with block():
+                y = x @ w
+                _note_modes(y)  # the eager step runs inside the block, as in eager
+                z = y @ w
+            return z, torch.is_autocast_enabled("cpu"), torch.is_inference_mode_enabled()
+
+        eager = eager_copy(f)
+        jit(f)
+        x, w = torch.randn(2, 2), torch.randn(2, 2)
+        for _ in range(2):
+            SEEN.clear()
+            got = f(x, w)
+            compiled_seen = list(SEEN)
+            SEEN.clear()
+            expected = eager(x, w)
+            assert_same(got, expected)
+            assert compiled_seen == SEEN, kind
+        out = rewrite.explain(eager_copy(f))(x, w)
+        assert out.graph_count == 2 and not out.eager_reasons, (kind, out.break_reasons)
+        assert not torch.is_autocast_enabled("cpu") and not torch.is_inference_mode_enabled()
+
+
+def test_a_break_inside_nested_blocks_enters_each_again():
+    def f(x):
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ x
+            _note_modes(y)
+            z = (y @ x, torch.is_grad_enabled())
+        return z, torch.is_grad_enabled()
 
     eager = eager_copy(f)
     jit(f)
-    x, w = torch.randn(2, 2), torch.randn(2, 2)
+    x = torch.randn(2, 2, requires_grad=True)
     for _ in range(2):
-        assert_same(f(x, w), eager(x, w))
-    assert dispatcher_of(f).entries[0].reason is not None
-    assert not torch.is_autocast_enabled("cpu")
-    assert rewrite.explain(eager_copy(f))(x, w).graph_count == 0
+        SEEN.clear()
+        got = f(x)
+        compiled_seen = list(SEEN)
+        SEEN.clear()
+        assert_same(got, eager(x))
+        assert compiled_seen == SEEN
+
+
+def test_record_function_ranges_reach_the_profiler():
+    def f(x):
+        with torch.profiler.record_function("my_block"):
+            y = x * 2
+        return y.relu()
+
+    compiled = jit(eager_copy(f), fullgraph=True)
+    x = torch.randn(3)
+    assert_same(compiled(x), f(x))
+    with torch.profiler.profile() as prof:
+        compiled(x)
+    assert [e.name for e in prof.events() if e.name == "my_block"] == ["my_block"]
 
 
 def test_dtype_of_an_intermediate_read_outside_autocast_is_guarded():

@@ -298,8 +298,10 @@ class KeysMatch(Guard):
 
     def failure(self, value):
         keys = tuple(value)
-        if keys != self.keys or tuple(map(type, keys)) != tuple(map(type, self.keys)):
-            return f"keys of {self.source.name()} are {self.keys!r} (actual {keys!r})"
+        if len(keys) != len(self.keys) or not all(is_literal(k) and k == j and type(k) is type(j)
+                                                  for k, j in zip(keys, self.keys)):
+            actual = keys if all(is_literal(k) for k in keys) else f"{len(keys)} keys, not all literals"
+            return f"keys of {self.source.name()} are {self.keys!r} (actual {actual!r})"[:500]
         return None
 
 

@@ -266,6 +266,44 @@ class ItemSource(Source):
 
 
 @source_kind
+class DictKeysSource(Source):
+    """`list(base)`: a dict's keys, in its order (of a dict, OrderedDict or defaultdict that
+    came in whose keys are not all literals: tensors, modules, objects). Named once in a guard
+    and read by index (`ItemSource(DictKeysSource(d), i)`)."""
+    base: Source
+
+    def expr(self) -> str:
+        return f"list({self.base.expr()})"
+
+    def name(self) -> str:
+        return f"list({self.base.name()})"
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+@source_kind
+class DictItemSource(Source):
+    """`base[<key>]` for a key without a literal form, read through its own source (a
+    DictKeysSource item, say): `state[list(state)[0]]`."""
+    base: Source
+    key: Source
+
+    def expr(self) -> str:
+        return f"{self.base.expr()}[{self.key.expr()}]"
+
+    def bases(self) -> list[Source]:
+        """(the key's sources too: a guard binds them before this one)"""
+        return [self.base, *self.base.bases(), self.key, *self.key.bases()]
+
+    def name(self) -> str:
+        return f"{self.base.name()}[{self.key.name()}]"
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+@source_kind
 class ModuleAttrSource(Source):
     """`module.name` for a submodule, parameter or buffer, read from the dict nn.Module keeps
     it in (`module._modules['name']`): what `module.name` gives when nothing shadows it, at

@@ -6,6 +6,7 @@ is the interface the opcode handlers use: `getattr_`, `call`, and the re-exports
 """
 from __future__ import annotations
 
+import functools
 import logging
 import operator
 import types
@@ -15,14 +16,15 @@ import torch
 from ..errors import Unsupported
 from ..guards.source import AttrSource
 from ..trace.values import (AttrDictVar, BoundVar, ConstVar, ContextExitVar, DictVar, ExceptionVar, FunctionVar, GradModeVar, InstanceVar,
-                            ListVar, MethodVar, ObjectVar, PartialVar, SetVar, SuperVar, TensorVar, TupleVar, Var)
+                            ListVar, MethodVar, ObjectVar, PartialVar, ScalarVar, SetVar, SuperVar, SymIntVar, TensorVar, TupleVar,
+                            Var)
 from .builtins import BUILTINS, PURE, call_builtin
-from . import bases, context_vars, contexts, functions, instances, library, markers  # (functions, library: BUILTINS rules)
+from . import bases, context_vars, contexts, functions, higher_order, instances, library, markers  # (functions, library: BUILTINS rules)
 from .core import (const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate, key_of, make_slice,
                    python_value, setitem, truthy, unpack)
 from .objects import dict_method, getattr_object, list_method, setattr_object, tuple_field, tuple_method
 from .operators import OPERATOR_FUNCTIONS, UNARY, binary, unary
-from .tensors import call_method, call_torch, getattr_tensor, is_torch_callable
+from .tensors import call_method, call_torch, getattr_tensor, global_effect, is_torch_callable
 
 __all__ = ["getattr_", "setattr_", "call", "binary", "unary", "const", "contains", "delitem", "describe", "fold", "getitem",
            "is_same", "iterate", "key_of", "make_slice", "python_value", "setitem", "truthy", "unpack"]
@@ -31,12 +33,21 @@ _UNARY_FUNCTIONS = {fn: sym for sym, fn in UNARY.items()}
 
 
 def getattr_(frame, obj: Var, name: str) -> Var:
-    if name == "__class__" and isinstance(obj, (GradModeVar, SetVar, ExceptionVar)):
-        from .builtins import python_type
+    if name == "__class__" and not isinstance(obj, (TensorVar, ObjectVar, InstanceVar, SuperVar)):
+        from .builtins import python_type  # (a list, a dict, a namedtuple, a context, ...)
         return ObjectVar(python_type(obj))
+    if name == "default_factory" and isinstance(obj, DictVar) and obj.factory is not None:
+        return obj.factory
+    if name == "maxlen" and isinstance(obj, ListVar) and obj.py_type is not list:
+        return const(obj.maxlen)
     if isinstance(obj, TensorVar):
         return getattr_tensor(frame, obj, name)
     if isinstance(obj, ObjectVar):
+        if name in LOG_EMITTERS and isinstance(obj.value, (logging.Logger, logging.LoggerAdapter)):
+            return MethodVar(obj, name)  # (called below: `_logger_method`)
+        method = library.class_method(obj, name)  # dict.fromkeys, itertools.chain.from_iterable
+        if method is not None:
+            return method
         return getattr_object(frame, obj, name)
     if isinstance(obj, InstanceVar):
         return instances.getattr_instance(frame, obj, name)
@@ -59,9 +70,31 @@ def getattr_(frame, obj: Var, name: str) -> Var:
         field = tuple_field(obj, name)
         if field is not None:
             return field
+        method = _named_tuple_attr(frame, obj, name)
+        if method is not None:
+            return method
     if isinstance(obj, (TupleVar, ListVar, DictVar, SetVar, AttrDictVar)):
         return MethodVar(obj, name)
     raise Unsupported(f"attribute {name!r} of {describe(obj)}")
+
+
+def _named_tuple_attr(frame, t: TupleVar, name: str):
+    """A method or property a namedtuple class (`typing.NamedTuple`) defines itself."""
+    cls = t.py_type
+    if cls is tuple or not hasattr(cls, "_fields") or not _heap(cls):
+        return None
+    static = instances.class_attr(cls, name)
+    if static is instances._MISSING or any(name in base.__dict__ for base in (tuple, object)):
+        return None
+    from ..guards.source import TypeSource
+    source = AttrSource(TypeSource(t.source), name) if t.source is not None else None
+    if isinstance(static, property):
+        return instances._property_get(frame, t, static, name, source)
+    return instances.bind(frame, t, static, name, source)
+
+
+def _heap(cls) -> bool:
+    return bool(cls.__flags__ & (1 << 9))
 
 
 def setattr_(frame, obj: Var, name: str, value) -> None:
@@ -98,18 +131,24 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if not isinstance(fn, ObjectVar):
         raise Unsupported(f"call to {describe(fn)}")
     value = fn.value
-    known, folded = markers.query(value)
+    caller = frame.globals.get("__name__") if isinstance(frame.globals, dict) else None
+    known, folded = markers.query(value, caller)
     if known:  # torch.compiler.is_compiling() and friends: what they return under a compiler
         return const(folded)
     kind = markers.state(value)
     if kind is not None:  # torch.get_autocast_dtype(), torch.distributed.is_initialized(), ...
         from .tensors import read_state
         return read_state(frame, value, kind, args, kwargs)
-    if markers.python_helper(value):  # torch.nn.init._calculate_correct_fan: Python on sizes
-        return tracer.inline(value, args, kwargs, fn.source, frame)
+    higher = higher_order.rule_of(value)
+    if higher is not None:  # checkpoint, torch.cond: the function they take traced as a graph of its own
+        return higher(frame, args, kwargs)
+    if markers.hint(value, caller):  # torch.optim's graph_break() for AOTAutograd: nothing to do
+        return const(None)
     why = markers.breaks(value) or markers.disabled(value)
     if why is not None:
         raise Unsupported(why)
+    if _is_logging(value) and getattr(value, "__module__", None) == "logging" and value.__name__ in LOG_EMITTERS:
+        return _log_call(frame, value, args, kwargs)  # logging.warning(...): in the graph, in order
     if _is_logging(value):
         raise Unsupported(f"call to {getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '?')} "
                           "(printing and logging break the graph)", "move the logging call out of the compiled function")
@@ -134,10 +173,22 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return library.call_getter(frame, value, args, kwargs)
     if isinstance(value, _CUSTOM_OP):  # torch.library.custom_op: its operator is the graph node
         return call_torch(frame, value._opoverload, args, kwargs)
-    if is_torch_callable(value):
-        return call_torch(frame, value, args, kwargs)
+    if markers.python_helper(value) or markers.python_library(value) or \
+            isinstance(value, types.FunctionType) and is_torch_callable(value) and not global_effect(value) \
+            and _python_arguments([*args, *kwargs.values()]):
+        # torch.nn.init._calculate_correct_fan, torch.optim's functions, and any torch function in
+        # Python given objects a graph op cannot take (an optimizer, a generator) or no tensor at
+        # all (it computes on Python values): traced as Python
+        return tracer.inline(value, args, kwargs, fn.source, frame)
+    if is_torch_callable(value) and not (isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType)):
+        return call_torch(frame, value, args, kwargs)  # (a method of a torch class in Python is inlined below)
     if isinstance(value, types.FunctionType):
         return tracer.inline(value, args, kwargs, fn.source, frame)
+    if isinstance(value, _LRU_CACHE) and isinstance(getattr(value, "__wrapped__", None), types.FunctionType):
+        # a functools.lru_cache / cache wrapper: the function it wraps is traced (as Dynamo does;
+        # the cache is neither read nor filled by compiled calls -- the same for a pure function)
+        return tracer.inline(value.__wrapped__, args, kwargs, AttrSource(fn.source, "__wrapped__") if fn.source else None,
+                             frame)
     if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
         self_source = AttrSource(fn.source, "__self__") if fn.source else None
         func_source = AttrSource(fn.source, "__func__") if fn.source else None
@@ -156,6 +207,35 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     return _call_python(frame, value, args, kwargs)
 
 
+_LRU_CACHE = type(functools.lru_cache(None)(lambda: None))
+_GRAPH_CONSTANTS = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)
+
+
+def _python_arguments(values) -> bool:
+    """Whether `values` (and what their tuples, lists and dicts hold) hold no tensor, or an
+    object a graph op cannot be given: an instance, a generator, a function made while tracing."""
+    tensors = False
+
+    def objects(values) -> bool:
+        nonlocal tensors
+        for v in values:
+            if isinstance(v, (TupleVar, ListVar)):
+                if objects(v.items):
+                    return True
+            elif isinstance(v, DictVar):
+                if objects(v.items.values()):
+                    return True
+            elif isinstance(v, ObjectVar):
+                if not isinstance(v.value, _GRAPH_CONSTANTS):
+                    return True
+            elif isinstance(v, (TensorVar, ScalarVar, SymIntVar)):
+                tensors = True
+            elif not isinstance(v, ConstVar):
+                return True
+        return False
+    return objects(values) or not tensors
+
+
 def _call_object(frame, obj: Var, args, kwargs) -> Var:
     """`obj(...)` on an object of a user class: its class's `__call__`."""
     method = instances.dunder(frame, obj, "__call__")
@@ -165,6 +245,27 @@ def _call_object(frame, obj: Var, args, kwargs) -> Var:
 
 
 LOGGING_MODULES = ("logging", "warnings")
+# what a Logger (or the logging module) emits records with, as transformers adds to it: called
+# by the graph where eager calls them, with eager's arguments; they return None
+LOG_EMITTERS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log",
+                "warning_once", "info_once", "warning_advice"}
+
+
+def _log_call(frame, fn, args, kwargs) -> Var:
+    """`logger.warning_once(msg)`: a node of the graph that makes the call (at the user's line,
+    so the record names it as eager's does), in program order; not run while tracing."""
+    from ..bytecode.resume import at_user_line
+    inst = frame.instructions[frame.ip - 1]
+    thunk = at_user_line(frame.code, inst.offset, "call", globals_=frame.globals)
+    frame.tracer.graph.outward_call(thunk, fn, args, kwargs)
+    return const(None)
+
+
+def _logger_method(frame, logger: ObjectVar, name: str, args, kwargs) -> Var:
+    if logger.source is not None:  # (the bound method is a constant of the graph: that very logger)
+        from ..guards.guard import IdMatch
+        frame.tracer.guards.add(IdMatch(logger.source, logger.value))
+    return _log_call(frame, getattr(logger.value, name), args, kwargs)
 
 
 def _is_logging(fn) -> bool:
@@ -188,6 +289,11 @@ def _call_method(frame, m: MethodVar, args, kwargs) -> Var:
     self = m.self_var
     if isinstance(self, TensorVar):
         return call_method(frame, m.name, [self, *args], kwargs)
+    if isinstance(self, (ListVar, DictVar, TupleVar)) and m.name in _CONTAINER_DUNDERS and not kwargs:
+        return _CONTAINER_DUNDERS[m.name](frame, self, *args)  # `d.__setitem__(k, v)`, `xs.__len__()`
+    if isinstance(self, ListVar) and self.py_type is not list:
+        from .objects import deque_method
+        return deque_method(frame, self, m.name, args, kwargs)
     if isinstance(self, ListVar):
         return list_method(frame, self, m.name, args, kwargs)
     if isinstance(self, DictVar):
@@ -205,11 +311,23 @@ def _call_method(frame, m: MethodVar, args, kwargs) -> Var:
             return context_vars.method(frame, self, m.name, args, kwargs)
         import inspect
         fn = inspect.getattr_static(self.value, m.name)
+        if isinstance(self.value, (logging.Logger, logging.LoggerAdapter)) and m.name in LOG_EMITTERS:
+            return _logger_method(frame, self, m.name, args, kwargs)
         if isinstance(self.value, (logging.Logger, logging.LoggerAdapter)):
             raise Unsupported(f"call to {type(self.value).__name__}.{m.name} (printing and logging break the graph)",
                               "move the logging call out of the compiled function")
         return frame.tracer.inline(fn, [self, *args], kwargs, instances._on_class(self, m.name), frame)
     raise Unsupported(f"method {m.name} of {describe(self)}")
+
+
+_CONTAINER_DUNDERS = {
+    "__getitem__": getitem,
+    "__setitem__": lambda frame, obj, key, value: (setitem(frame, obj, key, value), const(None))[1],
+    "__delitem__": lambda frame, obj, key: (delitem(frame, obj, key), const(None))[1],
+    "__contains__": lambda frame, obj, item: const(contains(frame, obj, item)),
+    "__len__": lambda frame, obj: const(len(obj.items)),
+    "__iter__": lambda frame, obj: iterate(frame, obj),
+}
 
 
 def _call_python(frame, fn, args, kwargs) -> Var:

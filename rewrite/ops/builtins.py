@@ -5,6 +5,7 @@ Python value (PURE); anything else is unsupported.
 """
 from __future__ import annotations
 
+import collections
 import copy
 import functools
 import inspect
@@ -83,7 +84,10 @@ def python_type(v: Var) -> type:
     if isinstance(v, GradModeVar):
         return torch.set_grad_enabled if v.made_by_set else torch.enable_grad if v.mode else torch.no_grad
     if isinstance(v, RecordedContextVar):
-        return torch.inference_mode if v.kind == "inference_mode" else torch.autocast
+        return {"inference_mode": torch.inference_mode, "record_function": torch.autograd.profiler.record_function}.get(
+            v.kind, torch.autocast)
+    if isinstance(v, (DictVar, ListVar)):
+        return v.py_type
     return {BoundVar: types.MethodType, SuperVar: super, ListVar: list, DictVar: dict, IteratorVar: type(iter([])), MethodVar: types.MethodType}.get(type(v), object)
 
 
@@ -277,16 +281,27 @@ def _enumerate(frame, args, kwargs):
 
 @rule(zip)
 def _zip(frame, args, kwargs):
-    from .core import iterate
-    if kwargs.get("strict"):
-        raise Unsupported("zip(strict=True)")
+    from .core import iterate, python_value
+    if set(kwargs) - {"strict"}:
+        raise Unsupported("zip() with keyword arguments other than strict (the call raises eagerly)")
+    strict = bool(python_value(kwargs["strict"], "zip(strict=)")) if "strict" in kwargs else False
     sources = [iterate(frame, a) for a in args]
+
+    def uneven(i: int, how: str):
+        plural = " " if i == 1 else "s 1-"
+        return python_error(ValueError, f"zip() argument {i + 1} is {how} than argument{plural}{i}")
 
     def step():
         items = []
-        for s in sources:
+        for i, s in enumerate(sources):
             item = s.next()
             if item is None:
+                if strict and i > 0:
+                    raise uneven(i, "shorter")
+                if strict and i == 0:
+                    for j, other in enumerate(sources[1:], 1):
+                        if other.next() is not None:
+                            raise uneven(j, "longer")
                 return None
             items.append(item)
         return TupleVar(items) if items else None
@@ -365,6 +380,8 @@ def _list(frame, args, kwargs):
 
 @rule(dict)
 def _dict(frame, args, kwargs):
+    if len(args) > 1:
+        raise python_error(TypeError, f"dict expected at most 1 argument, got {len(args)}")
     items = {}
     if args:
         src = args[0]
@@ -376,6 +393,36 @@ def _dict(frame, args, kwargs):
                 items[key_of(k)] = v
     items.update(kwargs)
     return DictVar(items)
+
+
+@rule(collections.deque)
+def _deque(frame, args, kwargs):
+    bound = dict(zip(("iterable", "maxlen"), args)) | kwargs
+    if len(args) > 2 or set(bound) - {"iterable", "maxlen"}:
+        raise python_error(TypeError, "deque() takes at most 2 arguments")
+    maxlen = python_value(bound.get("maxlen", ConstVar(None)), "deque(maxlen=)")
+    if maxlen is not None and (type(maxlen) is not int or maxlen < 0):
+        raise python_error(ValueError if type(maxlen) is int else TypeError, "maxlen must be non-negative")
+    items = unpack(frame, bound["iterable"]) if "iterable" in bound else []
+    return ListVar(items[len(items) - maxlen:] if maxlen is not None else items, py_type=collections.deque,
+                   maxlen=maxlen)
+
+
+@rule(collections.OrderedDict)
+def _ordered_dict(frame, args, kwargs):
+    made = _dict(frame, args, kwargs)
+    made.py_type = collections.OrderedDict
+    return made
+
+
+@rule(collections.defaultdict)
+def _defaultdict(frame, args, kwargs):
+    factory = args[0] if args else ConstVar(None)
+    if isinstance(factory, ConstVar) and factory.value is not None and not callable(factory.value):
+        raise python_error(TypeError, "first argument must be callable or None")
+    made = _dict(frame, list(args[1:]), kwargs)
+    made.py_type, made.factory = collections.defaultdict, factory
+    return made
 
 
 def sort_keys(frame, items: list[Var], key: Var | None, what: str) -> list:

@@ -3,7 +3,8 @@
     torch.no_grad(), enable_grad(), set_grad_enabled(b)
                                GradModeVar: grad-mode switches in the graph (graph breaks
                                inside re-enter them; see breaks.py)
-    torch.inference_mode(b), torch.autocast(...), torch.amp.autocast(...)
+    torch.inference_mode(b), torch.autocast(...), torch.amp.autocast(...),
+    torch.profiler.record_function(name)
                                RecordedContextVar: entered for real while tracing (the ops
                                traced inside see the mode) and recorded in the graph as the
                                enter/exit calls torch provides for that, so the compiled
@@ -15,6 +16,8 @@ BEFORE_WITH calls `enter(frame, ctx)`, which returns what goes on the stack for 
 end (the `__exit__` to call) and what `as` binds.
 """
 from __future__ import annotations
+
+import functools
 
 import torch
 from torch.amp import autocast_mode
@@ -46,17 +49,35 @@ def _inference_mode(frame, args, kwargs) -> RecordedContextVar:
     real = fold(torch.inference_mode, *(python_value(a, "inference_mode()") for a in args),
                 **{k: python_value(v, "inference_mode()") for k, v in kwargs.items()})
     return RecordedContextVar("inference_mode", grad_mode._enter_inference_mode, grad_mode._exit_inference_mode,
-                              (real.mode,))
+                              (real.mode,), functools.partial(torch.inference_mode, real.mode))
 
 
 def _autocast(frame, args, kwargs) -> RecordedContextVar:
     real = fold(torch.autocast, *(python_value(a, "autocast()") for a in args),
                 **{k: python_value(v, "autocast()") for k, v in kwargs.items()})
     return RecordedContextVar("autocast", autocast_mode._enter_autocast, autocast_mode._exit_autocast,
-                              (real.device, real.fast_dtype, real._enabled, real._cache_enabled))
+                              (real.device, real.fast_dtype, real._enabled, real._cache_enabled),
+                              functools.partial(torch.autocast, real.device, real.fast_dtype, real._enabled,
+                                                real._cache_enabled))
+
+
+def _record_function(frame, args, kwargs) -> RecordedContextVar:
+    """`torch.profiler.record_function(name, args=None)`: the profiler range is recorded as the
+    ops torch gives for it, so a profile of the compiled code shows it where eager does."""
+    values = [python_value(a, "record_function()") for a in args]
+    named = {k: python_value(v, "record_function()") for k, v in kwargs.items()}
+    fold(torch.autograd.profiler.record_function, *values, **named)  # (its errors, eagerly)
+    name, extra = (values + [named.get("name"), named.get("args")][len(values):])[:2]
+    if not isinstance(name, str) or not (extra is None or isinstance(extra, str)):
+        raise Unsupported("record_function() with a name that is not a string")
+    ops = torch.ops.profiler
+    return RecordedContextVar("record_function", ops._record_function_enter_new.default,
+                              ops._record_function_exit._RecordFunction, (name, extra),
+                              functools.partial(torch.autograd.profiler.record_function, name, extra))
 
 
 CONSTRUCTORS = {
+    torch.autograd.profiler.record_function: _record_function,
     torch.no_grad: _no_args(lambda: GradModeVar(False)),
     torch.enable_grad: _no_args(lambda: GradModeVar(True)),
     torch.set_grad_enabled: _set_grad_enabled,
@@ -64,6 +85,31 @@ CONSTRUCTORS = {
     torch.autocast: _autocast,
     torch.amp.autocast: _autocast,
 }
+
+
+# context objects that may come in (a graph break hands its resume function a fresh one):
+# the attributes a new, not yet entered one has, and those its constructor takes, in order
+_FIELDS = {
+    torch.autocast: ({"fast_dtype", "device", "custom_backend_name", "_cache_enabled", "_enabled"},
+                     ("device", "fast_dtype", "_enabled", "_cache_enabled")),
+    torch.inference_mode: ({"mode"}, ("mode",)),
+    torch.autograd.profiler.record_function: ({"name", "args", "run_callbacks_on_exit", "record",
+                                               "_cupti_monitor_external_id"}, ("name", "args")),
+}
+
+
+def wrap_context(tracer, value, source) -> RecordedContextVar | None:
+    """An autocast, inference_mode or record_function object that came in and was not entered
+    yet: a RecordedContextVar, its settings guarded (None for any other object)."""
+    fields = _FIELDS.get(type(value))
+    if fields is None:
+        return None
+    made, taken = fields
+    if set(vars(value)) != made or getattr(value, "record", None) is not None:
+        raise Unsupported(f"a {type(value).__name__} object that was entered before the call")
+    from ..guards.source import AttrSource
+    args = [tracer.wrap(getattr(value, f), AttrSource(source, f) if source is not None else None) for f in taken]
+    return CONSTRUCTORS[type(value)](None, args, {})
 
 
 def enter(frame, ctx: Var) -> tuple[Var, Var]:

@@ -7,8 +7,8 @@ import types
 import torch
 
 from ..errors import PythonError, Unsupported, python_error
-from ..trace.values import (AttrDictVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExceptionVar, FunctionVar, InstanceVar,
-                            IteratorVar, ListVar, MethodVar, SetVar, SymIntVar,
+from ..trace.values import (AttrDictVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExceptionVar, FunctionVar, IdentityKey,
+                            InstanceVar, IteratorVar, ListVar, MethodVar, SetVar, SymIntVar, key_var,
                             ObjectVar, ScalarVar, TensorVar, TupleVar, Var)
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
@@ -104,12 +104,27 @@ def describe(v: Var) -> str:
 
 
 def key_of(v: Var):
-    """A dict key: the real hashable value."""
+    """A dict key: the real hashable value, or an IdentityKey for a value hashed by identity
+    that the trace holds as a Var (a tensor, an object made while tracing, an object that
+    came in whose class keeps object's hash and equality)."""
     if isinstance(v, (ConstVar, SymIntVar)) or (isinstance(v, TupleVar) and foldable(v)):
         key = v.python_value()
         fold(hash, key)  # unhashable: the user's TypeError
         return key
+    if isinstance(v, TensorVar):
+        return IdentityKey(v, v.value)
+    if isinstance(v, InstanceVar):
+        from .instances import class_attr
+        h = class_attr(v.cls, "__hash__")
+        if h is None:
+            raise python_error(TypeError, f"unhashable type: {v.cls.__name__!r}")
+        if h is not object.__hash__ or class_attr(v.cls, "__eq__") is not object.__eq__:
+            raise Unsupported(f"dict key {describe(v)} with its own __hash__ or __eq__")
+        return IdentityKey(v, v)
     if isinstance(v, ObjectVar):
+        t = type(v.value)
+        if t.__hash__ is object.__hash__ and t.__eq__ is object.__eq__:
+            return IdentityKey(v, v.value)
         return v.value
     raise Unsupported(f"dict key {describe(v)}")
 
@@ -190,7 +205,7 @@ def unpack(frame, v: Var) -> list[Var]:
     if isinstance(v, (TupleVar, ListVar)):
         return list(v.items)
     if isinstance(v, DictVar):
-        return [const(k) for k in v.items]
+        return [key_var(k) for k in v.items]
     if isinstance(v, IteratorVar):
         items = []
         while (item := v.next()) is not None:
@@ -296,8 +311,13 @@ def getitem(frame, obj: Var, index: Var) -> Var:
         picked = index_modules(frame, obj, index)
         if picked is not None:
             return picked
+        annotation = _annotation(obj, index)
+        if annotation is not None:
+            return annotation
     if isinstance(obj, (TupleVar, ListVar)):
         i = plain_slice(python_value(index, "an index into a sequence"))
+        if isinstance(obj, ListVar) and obj.py_type is not list and not isinstance(i, int):
+            raise python_error(TypeError, f"sequence index must be integer, not '{type(i).__name__}'")
         try:
             picked = obj.items[i]
         except IndexError:
@@ -316,7 +336,7 @@ def getitem(frame, obj: Var, index: Var) -> Var:
     if isinstance(obj, DictVar):
         key = key_of(index)
         if key not in obj.items:
-            raise python_error(KeyError, key)
+            return missing(frame, obj, key)
         return obj.items[key]
     if isinstance(obj, ConstVar):
         return const(fold(operator.getitem, obj.value, plain_slice(python_value(index, "an index"))))
@@ -329,6 +349,42 @@ def getitem(frame, obj: Var, index: Var) -> Var:
     if inherited is not None:
         return inherited
     raise Unsupported(f"subscript of {describe(obj)}")
+
+
+def missing(frame, d: DictVar, key) -> Var:
+    """`d[key]` for a key `d` does not hold: a defaultdict's factory makes the value (and it
+    is inserted), any other dict raises KeyError."""
+    if d.factory is None or isinstance(d.factory, ConstVar) and d.factory.value is None:
+        raise python_error(KeyError, key_var(key).python_value())
+    from . import call
+    value = call(frame, d.factory, [], {})
+    from .objects import mutating
+    mutating(frame, d)
+    d.items[key] = value
+    return value
+
+
+def _annotation(obj: ObjectVar, index: Var):
+    """`list[Tensor]`, `Optional["X"]`, `dict[str, int]`: a type annotation, made at trace time
+    (typing caches them; the result is a constant), or None when `obj[index]` is not one."""
+    target = obj.value
+    if isinstance(target, type):
+        hook = getattr(target, "__class_getitem__", None)
+        if hook is None or getattr(hook, "__module__", None) not in (None, "typing", "builtins"):
+            return None  # (a class's own __class_getitem__ is its code: not folded)
+    elif type(target).__module__ != "typing":
+        return None
+
+    def plain(v):
+        if isinstance(v, ConstVar):
+            return v.value
+        if isinstance(v, ObjectVar) and (isinstance(v.value, type) or type(v.value).__module__ in ("typing", "types")):
+            return v.value
+        if isinstance(v, TupleVar):
+            return tuple(plain(i) for i in v.items)
+        raise Unsupported(f"a type annotation over {describe(v)}")
+    made = fold(operator.getitem, target, plain(index))
+    return ObjectVar(made)
 
 
 def setitem(frame, obj: Var, index: Var, value: Var) -> None:

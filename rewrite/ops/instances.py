@@ -192,7 +192,10 @@ def hooked_getattr(frame, v: Var, name: str, hook) -> Var:
 
 
 def type_of(v: Var) -> type:
-    return v.cls if isinstance(v, InstanceVar) else type(v.value)
+    if isinstance(v, InstanceVar):
+        return v.cls
+    from .builtins import python_type
+    return python_type(v)
 
 
 def bind(frame, v: Var, static, name: str, source) -> Var:

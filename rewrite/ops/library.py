@@ -1,7 +1,8 @@
 """Standard-library callables with a rule of their own (registered in the BUILTINS table):
 class factories (`class` statements, `collections.namedtuple`), `functools.partial` and
-`reduce`, `operator.itemgetter`/`attrgetter`, `itertools.chain`/`product`, `setattr`,
-`torch.finfo`/`iinfo`.
+`reduce`, `operator.itemgetter`/`attrgetter`, `itertools` (chain, product, combinations,
+permutations, zip_longest, islice, accumulate, `chain.from_iterable`), `dict.fromkeys`,
+`setattr`, `torch.finfo`/`iinfo`.
 
 A class made inside the traced function (a `class` statement, `namedtuple(...)`) is made
 once, while tracing, as eager makes it (same name, qualname and `__module__`); the
@@ -156,6 +157,172 @@ def _product(frame, args, kwargs):
     return IteratorVar([TupleVar(list(combo)) for combo in itertools.product(*pools)])
 
 
+def _pool_of(frame, args, kwargs, name):
+    if len(args) not in (1, 2) or set(kwargs) - {"r"}:
+        raise Unsupported(f"itertools.{name}() arguments (the call raises eagerly)")
+    pool = unpack(frame, args[0])  # (Python's reads the whole iterable first)
+    r = args[1] if len(args) == 2 else kwargs.get("r", ConstVar(None))
+    return pool, python_value(r, f"{name}(r=)")
+
+
+def _index_rule(combine, name):
+    """combinations / permutations / combinations_with_replacement: computed on indices."""
+    def construct(frame, args, kwargs):
+        pool, r = _pool_of(frame, args, kwargs, name)
+        if r is None and name != "permutations":
+            raise Unsupported(f"itertools.{name}() missing r (the call raises eagerly)")
+        picks = fold(combine, range(len(pool)), *([] if r is None else [r]))
+        return IteratorVar([TupleVar([pool[i] for i in pick]) for pick in picks])
+    return construct
+
+
+for _fn in (itertools.combinations, itertools.permutations, itertools.combinations_with_replacement):
+    rule(_fn)(_index_rule(_fn, _fn.__name__))
+
+
+@rule(itertools.zip_longest)
+def _zip_longest(frame, args, kwargs):
+    if set(kwargs) - {"fillvalue"}:
+        raise Unsupported("itertools.zip_longest() keyword arguments (the call raises eagerly)")
+    fill = kwargs.get("fillvalue", ConstVar(None))
+    sources = [iterate(frame, a) for a in args]
+    active = [True] * len(sources)
+
+    def step():  # each round asks every iterator not yet exhausted, in order, as Python's does
+        items = []
+        for i, s in enumerate(sources):
+            item = s.next() if active[i] else None
+            if item is None:
+                active[i] = False
+                item = fill
+            items.append(item)
+        return TupleVar(items) if any(active) else None
+    return IteratorVar(step=step)
+
+
+@rule(itertools.islice)
+def _islice(frame, args, kwargs):
+    if kwargs or len(args) not in (2, 3, 4):
+        raise Unsupported("itertools.islice() arguments (the call raises eagerly)")
+    bounds = [python_value(a, "islice()") for a in args[1:]]
+    start, stop, stride = (0, bounds[0], 1) if len(bounds) == 1 else (*bounds, 1)[:3]
+    start, stride = start or 0, stride or 1
+    fold(itertools.islice, (), start, stop, stride)  # (bad bounds: eager's ValueError)
+    source = iterate(frame, args[0])
+    state = {"count": 0, "next": start}
+
+    def step():  # CPython's islice_next, counter for counter
+        if stop is not None and state["count"] >= stop:
+            return None
+        while state["count"] < state["next"]:
+            if source.next() is None:
+                return None
+            state["count"] += 1
+        if stop is not None and state["count"] >= stop:
+            return None
+        item = source.next()
+        if item is None:
+            return None
+        state["count"] += 1
+        state["next"] += stride
+        if stop is not None and state["next"] > stop:
+            state["next"] = stop
+        return item
+    return IteratorVar(step=step)
+
+
+def chain_from_iterable(iterable):
+    """`itertools.chain.from_iterable`, a name the tracer can hold (the classmethod is bound anew
+    on each access)."""
+    return itertools.chain.from_iterable(iterable)
+
+
+@rule(chain_from_iterable)
+def _chain_from_iterable(frame, args, kwargs):
+    if kwargs or len(args) != 1:
+        raise Unsupported("chain.from_iterable() takes one argument (the call raises eagerly)")
+    outer = iterate(frame, args[0])
+    state = {"current": None}
+
+    def step():
+        while True:
+            if state["current"] is None:
+                inner = outer.next()
+                if inner is None:
+                    return None
+                state["current"] = iterate(frame, inner)
+            item = state["current"].next()
+            if item is not None:
+                return item
+            state["current"] = None
+    return IteratorVar(step=step)
+
+
+@rule(itertools.accumulate)
+def _accumulate(frame, args, kwargs):
+    from . import call
+    from .operators import binary
+    if len(args) not in (1, 2) or set(kwargs) - {"func", "initial"}:
+        raise Unsupported("itertools.accumulate() arguments (the call raises eagerly)")
+    func = args[1] if len(args) == 2 else kwargs.get("func", ConstVar(None))
+    initial = kwargs.get("initial", ConstVar(None))
+    source = iterate(frame, args[0])
+    state = {"total": None, "started": False}
+
+    def step():
+        if not state["started"]:
+            state["started"] = True
+            if not (isinstance(initial, ConstVar) and initial.value is None):
+                state["total"] = initial
+                return initial
+        item = source.next()
+        if item is None:
+            return None
+        total = state["total"]
+        if total is None:
+            state["total"] = item
+        elif isinstance(func, ConstVar) and func.value is None:
+            state["total"] = binary(frame, "+", total, item)
+        else:
+            state["total"] = call(frame, func, [total, item], {})
+        return state["total"]
+    return IteratorVar(step=step)
+
+
+def dict_fromkeys(cls, iterable, value=None):
+    """`dict.fromkeys` / `OrderedDict.fromkeys` / `defaultdict.fromkeys`, a name the tracer
+    can hold (the classmethod is bound anew on each access)."""
+    return cls.fromkeys(iterable, value)
+
+
+@rule(dict_fromkeys)
+def _dict_fromkeys(frame, args, kwargs):
+    from ..trace.values import DictVar
+    from .core import key_of
+    if kwargs or len(args) not in (2, 3):
+        raise Unsupported("fromkeys() arguments (the call raises eagerly)")
+    cls = args[0].value
+    value = args[2] if len(args) == 3 else ConstVar(None)
+    made = DictVar({key_of(k): value for k in unpack(frame, args[1])}, py_type=cls)
+    if cls is collections.defaultdict:
+        made.factory = ConstVar(None)
+    return made
+
+
+# class attributes that are classmethods of builtin types, as Vars (see getattr_ in ops/__init__)
+CLASS_METHODS = {
+    (dict, "fromkeys"): dict_fromkeys, (collections.OrderedDict, "fromkeys"): dict_fromkeys,
+    (collections.defaultdict, "fromkeys"): dict_fromkeys, (itertools.chain, "from_iterable"): chain_from_iterable,
+}
+
+
+def class_method(cls_var: ObjectVar, name: str):
+    fn = CLASS_METHODS.get((cls_var.value, name)) if isinstance(cls_var.value, type) else None
+    if fn is None:
+        return None
+    return PartialVar(ObjectVar(fn), [cls_var] if fn is dict_fromkeys else [], {})
+
+
 # --- builtins that act on attributes ----------------------------------------------------------------------
 @rule(setattr)
 def _setattr(frame, args, kwargs):
@@ -191,3 +358,37 @@ def _type_info(kind):
 BUILTINS[torch.finfo] = _type_info(torch.finfo)
 BUILTINS[torch.iinfo] = _type_info(torch.iinfo)
 TYPE_INFO = (torch.finfo, torch.iinfo)
+
+
+# --- torch's grouping helper for foreach kernels ----------------------------------------------------
+@rule(torch._C._group_tensors_by_device_and_dtype)
+def _group_by_device_and_dtype(frame, args, kwargs):
+    """`torch._C._group_tensors_by_device_and_dtype(tensorlistlist, with_indices)` (what the
+    optimizers' foreach paths call): grouped by the real function on the tensors the trace
+    holds (their devices and dtypes are guarded), the groups handed back as those tensors' Vars."""
+    from ..trace.values import DictVar, ListVar, TensorVar
+    names = ("tensorlistlist", "with_indices")
+    bound = dict(zip(names, args)) | kwargs
+    if set(bound) - set(names) or "tensorlistlist" not in bound:
+        raise Unsupported("_group_tensors_by_device_and_dtype() arguments (the call raises eagerly)")
+    lists = [unpack(frame, lst) for lst in unpack(frame, bound["tensorlistlist"])]
+    with_indices = python_value(bound.get("with_indices", ConstVar(False)), "with_indices")
+    by_id = {}
+    real = []
+    for lst in lists:
+        row = []
+        for v in lst:
+            if isinstance(v, TensorVar):
+                by_id[id(v.value)] = v
+                row.append(v.value)
+            elif isinstance(v, ConstVar) and v.value is None:
+                row.append(None)
+            else:
+                raise Unsupported(f"_group_tensors_by_device_and_dtype over {describe(v)}")
+        real.append(row)
+    groups = fold(torch._C._group_tensors_by_device_and_dtype, real, with_indices)
+    out = {}
+    for key, (grouped, indices) in groups.items():
+        rows = ListVar([ListVar([ConstVar(None) if t is None else by_id[id(t)] for t in row]) for row in grouped])
+        out[key] = TupleVar([rows, ListVar([ConstVar(i) for i in indices])])
+    return DictVar(out)

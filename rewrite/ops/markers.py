@@ -22,6 +22,20 @@ QUERIES: dict[tuple[str, str], object] = {
     ("torch._jit_internal", "is_scripting"): False,  # torch.jit.is_scripting
     ("torch.fx._symbolic_trace", "is_fx_tracing"): False,
 }
+# torch code that asks "am I being compiled?" to take a path written for Dynamo (the optimizers
+# keep their step count a tensor rather than read it with .item(), which Dynamo cannot trace):
+# in these modules rewrite traces the eager path as it is -- `.item()` becomes a number the
+# graph computes (GradScaler's found-inf test then breaks at its branch, not at the read) --
+# so a compiled step computes exactly what eager computes, bit for bit
+EAGER_PATHS = ("torch.optim.", "torch.amp.")
+COMPILING = {("torch.compiler", "is_compiling"), ("torch.compiler", "is_dynamo_compiling"),
+             ("torch._dynamo.external_utils", "is_compiling"), ("torch._utils", "is_compiling")}
+
+
+def eager_path(caller_module: str | None) -> bool:
+    return caller_module is not None and f"{caller_module}.".startswith(EAGER_PATHS)
+
+
 BUILTIN_QUERIES: dict[str, object] = {  # C functions of torch._C, by name
     "_get_tracing_state": None,
 }
@@ -38,6 +52,7 @@ STATE: dict[tuple[str, str], tuple[str, str | None]] = {
     ("torch.cuda", "is_available"): ("fixed", None),
     ("torch.cuda", "device_count"): ("fixed", None),
     ("torch.backends.mps", "is_available"): ("fixed", None),
+    ("torch._C", "_get_privateuse1_backend_name"): ("fixed", None),
     ("torch", "get_default_dtype"): ("guarded", None),  # (a DefaultDtypeMatch, as factories add)
     ("torch.distributed", "is_initialized"): ("guarded", None),
     ("torch.distributed.distributed_c10d", "is_initialized"): ("guarded", None),
@@ -65,6 +80,19 @@ PYTHON_HELPERS = {
     ("torch.nn.init", "_calculate_fan_in_and_fan_out"),
     ("torch.nn.init", "calculate_gain"),
 }
+
+
+# torch's modules whose functions are Python over Python objects (an optimizer, its state, its
+# param groups, a GradScaler): traced as Python, not recorded as one op each as torch's tensor
+# functions are; at a graph break their frames compile on their own, as the user's do
+PYTHON_MODULES = ("torch.optim.", "torch.amp.grad_scaler.", "torch.utils._foreach_utils.")
+
+
+def python_library(fn) -> bool:
+    """(by the module that defined it, or the one it says it is from: a wrapper's __module__ is
+    the wrapped function's)"""
+    return isinstance(fn, types.FunctionType) and (f"{fn.__globals__.get('__name__')}.".startswith(PYTHON_MODULES)
+                                                   or f"{fn.__module__}.".startswith(PYTHON_MODULES))
 
 
 def state(fn) -> tuple[str, str | None] | None:
@@ -96,6 +124,12 @@ BREAKS: dict[tuple[str, str], str] = {
 }
 # (the marks torch._dynamo.mark_dynamic and friends leave on tensors: rewrite.shapes.DYNAMIC_DIMS)
 
+# calls that break the graph when user code makes them, but are hints to Dynamo's own
+# pipeline when torch makes them: the optimizers' `_use_grad` breaks around `step` so that
+# AOTAutograd sees its no_grad; rewrite's graphs switch grad mode where eager does, so the
+# step stays one graph, as the rest of torch.compile's
+TORCH_HINTS = {("torch._dynamo.decorators", "graph_break")}
+
 
 def _name(fn) -> tuple[str, str] | None:
     if isinstance(fn, types.FunctionType):
@@ -103,10 +137,13 @@ def _name(fn) -> tuple[str, str] | None:
     return None
 
 
-def query(fn):
-    """(True, the folded value) when `fn` is one of the queries, else (False, None)."""
+def query(fn, caller_module: str | None = None):
+    """(True, the folded value) when `fn` is one of the queries (asked from a function of
+    `caller_module`), else (False, None)."""
     name = _name(fn)
     if name is not None:
+        if name in COMPILING and eager_path(caller_module):
+            return True, False
         if name in QUERIES:
             return True, QUERIES[name]
         return False, None
@@ -122,10 +159,19 @@ def breaks(fn) -> str | None:
     return BREAKS.get(name) if name is not None else None
 
 
+def hint(fn, caller_module: str | None) -> bool:
+    """A call of torch's Dynamo hints from torch's own code (see TORCH_HINTS): it does nothing."""
+    name = _name(fn)
+    return name in TORCH_HINTS and caller_module is not None and caller_module.split(".")[0] == "torch"
+
+
 def disabled(fn) -> str | None:
     """Why `fn` always runs eagerly, if a decorator said so: `rewrite.disable`,
     `torch._dynamo.disable` or `torch.compiler.disable` (the wrapper those return names the
     function it wraps, and the reason given)."""
+    if isinstance(fn, types.FunctionType) and fn.__code__.co_qualname == "_disable_dynamo.<locals>.inner" \
+            and fn.__globals__.get("__name__") == "torch._compile":  # torch's own (lazy) torch._dynamo.disable
+        return f"call to {_describe(getattr(fn, '__wrapped__', fn))}, marked torch._disable_dynamo"
     if getattr(fn, "_torchdynamo_disable", False) is True:
         inner = getattr(fn, "_torchdynamo_orig_callable", fn)
         msg = getattr(fn, "_torchdynamo_disable_msg", None)

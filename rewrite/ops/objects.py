@@ -1,6 +1,7 @@
 """Attributes and methods of Python objects, modules, classes and the tracer's containers."""
 from __future__ import annotations
 
+import collections
 import inspect
 import types
 import weakref
@@ -10,7 +11,7 @@ import torch
 from ..errors import Unsupported, python_error
 from ..guards.guard import IdMatch, NotInDictMatch
 from ..guards.source import AttrSource, ModuleAttrSource, ObjectAttrSource
-from ..trace.values import (BoundVar, ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var,
+from ..trace.values import (BoundVar, ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var, key_var,
                             note_mutation)
 from ..trace.side_effects import DELETED, location
 from . import context_vars, markers
@@ -250,7 +251,11 @@ def raw_setattr_object(frame, var: Var, name: str, value, plain: bool = False) -
     where = location(obj, name)
     if value is DELETED and frame.tracer.side_effects.load(target, where) is None and name not in inst_dict:
         raise Unsupported(f"del of attribute {name!r} it does not have (the call raises eagerly)")
-    frame.tracer.side_effects.store(target, value, where, existed=name in inst_dict)
+    effects = frame.tracer.side_effects
+    original = None
+    if name in inst_dict and type(inst_dict[name]) in (type(None), bool, int, str) and effects.stored(target, where) is None:
+        original = frame.tracer.wrap(inst_dict[name], target)  # (guarded: a flag set and reset again
+    effects.store(target, value, where, existed=name in inst_dict, original=original)  # is no write)
 
 
 # --- container methods -----------------------------------------------------------------------------------
@@ -316,6 +321,51 @@ def list_method(frame, lst: ListVar, name: str, args: list[Var], kwargs) -> Var:
     return ConstVar(None)
 
 
+def deque_method(frame, d: ListVar, name: str, args: list[Var], kwargs) -> Var:
+    """collections.deque's methods on a ListVar that is one (`maxlen` trims the other end)."""
+    items = d.items
+    if kwargs:
+        raise Unsupported(f"deque.{name} with keyword arguments (the call raises eagerly)")
+    if name in ("append", "appendleft", "extend", "extendleft"):
+        new = [args[0]] if name.startswith("append") else None
+        if new is None:
+            new = list(args[0].items) if isinstance(args[0], (ListVar, TupleVar)) else unpack(frame, args[0])
+        mutating(frame, d)
+        for item in new:
+            if name in ("append", "extend"):
+                items.append(item)
+                if d.maxlen is not None and len(items) > d.maxlen:
+                    del items[0]
+            else:
+                items.insert(0, item)
+                if d.maxlen is not None and len(items) > d.maxlen:
+                    del items[-1]
+        return ConstVar(None)
+    if name in ("pop", "popleft"):
+        if args:
+            raise python_error(TypeError, f"deque.{name}() takes no arguments ({len(args)} given)")
+        if not items:
+            raise python_error(IndexError, f"{name} from an empty deque")
+        mutating(frame, d)
+        return items.pop() if name == "pop" else items.pop(0)
+    if name == "rotate":
+        n = python_value(args[0], "deque.rotate()") if args else 1
+        mutating(frame, d)
+        if items:
+            n %= len(items)
+            items[:] = items[-n:] + items[:-n] if n else items
+        return ConstVar(None)
+    if name == "insert":
+        if d.maxlen is not None and len(items) >= d.maxlen:
+            raise python_error(IndexError, "deque already at its maximum size")
+        return list_method(frame, d, name, args, kwargs)
+    if name == "copy":
+        return ListVar(items, py_type=d.py_type, maxlen=d.maxlen)
+    if name in ("clear", "reverse", "index", "count", "remove"):
+        return list_method(frame, d, name, args, kwargs)
+    raise Unsupported(f"deque.{name}")
+
+
 def dict_method(frame, d: DictVar, name: str, args: list[Var], kwargs) -> Var:
     items = d.items
     if name == "get":
@@ -324,14 +374,25 @@ def dict_method(frame, d: DictVar, name: str, args: list[Var], kwargs) -> Var:
     if name in ("keys", "values", "items"):
         return DictViewVar(d, name)
     if name == "copy":
-        return DictVar(items)
-    if name in ("pop", "update", "setdefault", "clear", "popitem"):
+        return DictVar(items, py_type=d.py_type, factory=d.factory)
+    if name in ("pop", "update", "setdefault", "clear", "popitem", "move_to_end"):
+        if name == "move_to_end" and d.py_type is not collections.OrderedDict:
+            raise Unsupported(f"dict.{name}")
         mutating(frame, d)
         if name == "pop":
             key = key_of(args[0])
             if key not in items and len(args) < 2:
-                raise python_error(KeyError, key)
+                raise python_error(KeyError, key_var(key).python_value())
             return items.pop(key, args[1] if len(args) > 1 else None)
+        if name == "popitem":
+            last = python_value(kwargs.get("last", args[0] if args else ConstVar(True)), "popitem(last=)")
+            if not items:
+                raise python_error(KeyError, "popitem(): dictionary is empty")
+            key = next(reversed(items)) if last or d.py_type is not collections.OrderedDict else next(iter(items))
+            return TupleVar([key_var(key), items.pop(key)])
+        if name == "move_to_end":
+            from .bases import METHODS
+            return METHODS["move_to_end"][0](frame, d, args, kwargs)
         if name == "update":
             from .builtins import call_builtin
             items.update(call_builtin(frame, dict, args, kwargs).items)

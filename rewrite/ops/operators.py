@@ -62,10 +62,19 @@ def _sequence_op(frame, sym, a, b):
             return _extend(frame, a, b)
         sizes = torch.Size in (getattr(a, "py_type", None), getattr(b, "py_type", None))
         py_type = torch.Size if sizes else tuple  # tuple + Size is a Size, as torch.Size.__radd__ makes it
+        if isinstance(a, ListVar) and a.py_type is not b.py_type:
+            raise Unsupported(f"operator + on a {a.py_type.__name__} and a {b.py_type.__name__} (the call raises eagerly)")
+        if isinstance(a, ListVar) and a.py_type is not list:  # deque + deque: a's maxlen
+            return ListVar((a.items + b.items)[-a.maxlen:] if a.maxlen else [] if a.maxlen == 0 else a.items + b.items,
+                           py_type=a.py_type, maxlen=a.maxlen)
         return TupleVar(a.items + b.items, py_type=py_type) if isinstance(a, TupleVar) else ListVar(a.items + b.items)
     if sym == "+=" and isinstance(a, ListVar):
         return _extend(frame, a, b)
+    if sym == "*" and isinstance(b, seqs) and isinstance(a, ConstVar) and type(a.value) is int:
+        a, b = b, a  # `2 * [x]`
     if sym in ("*", "*=") and isinstance(a, seqs) and isinstance(b, ConstVar) and type(b.value) is int:
+        if isinstance(a, ListVar) and a.py_type is not list:
+            raise Unsupported("operator * on a deque")
         if sym == "*=" and isinstance(a, ListVar):
             from .objects import mutating
             mutating(frame, a)

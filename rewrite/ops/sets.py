@@ -199,6 +199,12 @@ COMPARISONS = {operator.eq: operator.eq, operator.ne: operator.ne, operator.le: 
 
 
 def binary(frame, fn, a: Var, b: Var) -> Var | None:
+    from ..trace.values import DictViewVar
+    views = [isinstance(v, DictViewVar) and v.kind != "values" for v in (a, b)]
+    if any(views) and all(v or isinstance(o, SetVar) or isinstance(o, ConstVar) and isinstance(o.value, (set, frozenset))
+                          or isinstance(o, DictViewVar) and o.kind != "values" for v, o in zip(views, (a, b))):
+        # keys and items views are sets: `d.keys() == {"a"}`, `d1.keys() & d2.keys()` (a set)
+        a, b = (make(frame, v.current()) if is_view else v for v, is_view in zip((a, b), views))
     if not (isinstance(a, SetVar) and isinstance(b, SetVar)):
         if isinstance(a, SetVar) and isinstance(b, ConstVar) and isinstance(b.value, (set, frozenset)):
             b = make(frame, [const(v) for v in b.value])

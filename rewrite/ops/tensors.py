@@ -12,8 +12,9 @@ import torch
 
 from ..errors import Unsupported
 from .. import config
-from ..trace.values import ConstVar, DictVar, ListVar, MethodVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var
+from ..trace.values import ConstVar, DictVar, ListVar, MethodVar, ObjectVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var
 from .core import const, describe, fold, foldable
+from . import markers
 
 # --- tensor attributes --------------------------------------------------------------------
 # known from metadata: (needs a static shape?)
@@ -43,7 +44,7 @@ DATA_METHODS = {  # read a tensor's values into Python
     "equal", "allclose", "is_nonzero", "__iter__", "__contains__", "__array__", "__format__",
 }
 FORBIDDEN_METHODS = {  # autograd and storage side effects
-    "backward", "register_hook", "retain_grad", "requires_grad_", "share_memory_", "record_stream",
+    "backward", "register_hook", "retain_grad", "share_memory_", "record_stream",
     "set_", "untyped_storage", "storage", "_typed_storage", "detach_", "register_post_accumulate_grad_hook",
 }
 # ops whose output shape depends on the input's values, not only its shape
@@ -172,6 +173,8 @@ def getattr_tensor(frame, var: TensorVar, name: str) -> Var:
         return const(getattr(var.value, name))
     if name in TENSOR_ATTRS:
         return call_function(frame, getattr, (var, ConstVar(name)), {})
+    if name == "__class__":  # (an input's type is guarded; an op's result is what the op made)
+        return ObjectVar(type(var.value))
     if name in AUTOGRAD_ATTRS:
         return _autograd_attr(frame, var, name)
     if name in FORBIDDEN_ATTRS:
@@ -226,18 +229,29 @@ def call_method(frame, name: str, args: list[Var], kwargs: dict[str, Var]) -> Va
         real_args = [_fold(a) for a in args[1:]]
         real_kwargs = {k: _fold(v) for k, v in kwargs.items()}
         return const(fold(getattr(self.value, name), *real_args, **real_kwargs))
-    if name == "item" and config.capture_scalar_outputs and len(args) == 1 and not kwargs:
+    if name == "item" and len(args) == 1 and not kwargs and (config.capture_scalar_outputs or markers.eager_path(
+            frame.globals.get("__name__") if isinstance(frame.globals, dict) else None)):
         _shape_known(frame, self, "Tensor.item()")
         node, result = frame.tracer.graph.call("call_method", "item", (self,), {})
         return ScalarVar(node, result)
     if name in DATA_METHODS:
         raise Unsupported(f"Tensor.{name}() reads a tensor's value into Python (data-dependent)",
                           "keep it out of the compiled function, or compute with tensors instead")
+    if name == "requires_grad_":  # an autograd flag the graph switches where eager does (inputs too)
+        var = _record(frame, "call_method", name, args, kwargs, name)
+        var.node.meta["writes"] = True  # (not a write into memory, but the ops after it depend on it)
+        return var
     if name in FORBIDDEN_METHODS:
         raise Unsupported(f"Tensor.{name}() (autograd or storage side effect)")
     if name == "type" and not args[1:] and not kwargs:
         return const(self.value.type())
     return _record(frame, "call_method", name, args, kwargs, name)
+
+
+def global_effect(fn) -> bool:
+    """A torch function that changes global state (a seed, a setting, a file)."""
+    name = getattr(fn, "__name__", "")
+    return name in FORBIDDEN_FUNCTIONS or name.startswith(("set_", "_set_"))
 
 
 def call_torch(frame, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
@@ -253,7 +267,7 @@ def call_torch(frame, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return _read_mode(frame, fn, MODE_STATE[fn], args, kwargs)
     if fn in MODE_SWITCHES:
         return MODE_SWITCHES[fn](frame, args, kwargs)
-    if name in FORBIDDEN_FUNCTIONS or name.startswith(("set_", "_set_")):
+    if global_effect(fn):
         raise Unsupported(f"call to torch.{name} (global side effect)")
     if name in META_FUNCTIONS:
         return const(fold(fn, *[_fold(a) for a in args], **{k: _fold(v) for k, v in kwargs.items()}))

@@ -11,8 +11,12 @@ The rules, by the value's type:
   range, slice                    -> ConstVar + TypeMatch + EqualsMatch on start, stop and step
   tuple/list (incl. namedtuple,   -> TupleVar/ListVar + TypeMatch + LenMatch, items wrapped one by one
   torch.Size)
-  dict                            -> DictVar + TypeMatch + KeysMatch, values wrapped one by one
+  collections.deque               -> ListVar (a deque) + TypeMatch + LenMatch + its maxlen, items one by one
+  dict, OrderedDict, defaultdict  -> DictVar + TypeMatch + KeysMatch (literal keys) or LenMatch and each key
+                                     wrapped from `list(d)[i]` (tensors, modules, objects); values one by one
   torch.no_grad(), enable_grad()  -> GradModeVar + TypeMatch (the context a resume function re-enters)
+  autocast, inference_mode,       -> RecordedContextVar + TypeMatch, its settings guarded (not entered yet)
+  record_function
   bound method of a Python function -> BoundVar + TypeMatch (its __self__ and __func__ wrapped)
   functools.partial               -> PartialVar + TypeMatch (func, args, keywords wrapped)
   function/module/class/builtin   -> ObjectVar + IdMatch
@@ -27,6 +31,7 @@ Values without a source (constants the tracer computed itself) get no guard.
 """
 from __future__ import annotations
 
+import collections
 import enum
 import functools
 import numbers
@@ -36,8 +41,8 @@ import torch
 
 from .. import logs
 from ..errors import Unsupported
-from ..guards.guard import AliasMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch
-from ..guards.source import AttrSource, ItemSource, LocalSource, SizeSource
+from ..guards.guard import AliasMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch, is_literal
+from ..guards.source import AttrSource, DictItemSource, DictKeysSource, ItemSource, LocalSource, SizeSource
 from ..shapes import DYNAMIC_DIMS, STATIC_DIMS
 from .values import BoundVar, ConstVar, PartialVar, DictVar, GradModeVar, ListVar, ObjectVar, TupleVar
 
@@ -123,6 +128,35 @@ def wrap(tracer, value, source):
     return _wrap(tracer, value, source, t, add)
 
 
+DICTS = (dict, collections.OrderedDict, collections.defaultdict)
+
+
+def _wrap_dict(tracer, value, source, t, add) -> DictVar:
+    """A dict, OrderedDict or defaultdict: its keys guarded in order (literal keys compared as
+    one tuple; others -- tensors, modules, objects -- each wrapped from `list(d)[i]`), its
+    values wrapped one by one."""
+    add(TypeMatch(source, t))
+    factory = None
+    if t is collections.defaultdict:
+        factory = tracer.wrap(value.default_factory, AttrSource(source, "default_factory") if source else None)
+    keys = tuple(value)
+    if all(is_literal(k) for k in keys):
+        add(KeysMatch(source, keys))
+        items = {k: tracer.wrap(v, ItemSource(source, k) if source else None) for k, v in value.items()}
+        return DictVar(items, source, mutable=False, py_type=t, factory=factory)
+    if source is None:
+        raise Unsupported("a dict with keys other than constants, which the tracer cannot locate (no source)")
+    from ..ops.core import key_of
+    add(LenMatch(source, len(keys)))
+    listed = DictKeysSource(source)
+    items = {}
+    for i, k in enumerate(keys):
+        key_source = ItemSource(listed, i)
+        key = key_of(tracer.wrap(k, key_source))
+        items[key] = tracer.wrap(value[k], ItemSource(source, k) if is_literal(k) else DictItemSource(source, key_source))
+    return DictVar(items, source, mutable=False, py_type=t, factory=factory)
+
+
 def _wrap(tracer, value, source, t, add):
     if isinstance(value, torch.Tensor):
         if source is None:
@@ -166,16 +200,22 @@ def _wrap(tracer, value, source, t, add):
         if t is list:  # a real list: mutating it is a side effect, never done on a copy
             return ListVar(items, source, mutable=False)
         return TupleVar(items, source, py_type=t)
-    if t is dict:
-        if not all(type(k) in (str, int) for k in value):
-            raise Unsupported("dict with keys other than str or int")
+    if t in DICTS:
+        return _wrap_dict(tracer, value, source, t, add)
+    if t is collections.deque:
         add(TypeMatch(source, t))
-        add(KeysMatch(source, tuple(value)))
-        items = {k: tracer.wrap(v, ItemSource(source, k) if source else None) for k, v in value.items()}
-        return DictVar(items, source, mutable=False)
+        add(LenMatch(source, len(value)))
+        if source is not None:
+            tracer.wrap(value.maxlen, AttrSource(source, "maxlen"))
+        items = [tracer.wrap(v, ItemSource(source, i) if source else None) for i, v in enumerate(value)]
+        return ListVar(items, source, mutable=False, py_type=t, maxlen=value.maxlen)
     if t is torch.no_grad or t is torch.enable_grad:  # no state until entered
         add(TypeMatch(source, t))
         return GradModeVar(t is torch.enable_grad)
+    if t in (torch.autocast, torch.inference_mode, torch.autograd.profiler.record_function):
+        from ..ops.contexts import wrap_context
+        add(TypeMatch(source, t))
+        return wrap_context(tracer, value, source)
     if t is types.MethodType and isinstance(value.__func__, types.FunctionType) and source is not None:
         add(TypeMatch(source, t))  # `obj.method` is a new object per access: guard what it binds
         self_var = tracer.wrap(value.__self__, AttrSource(source, "__self__"))

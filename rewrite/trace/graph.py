@@ -9,6 +9,7 @@ from __future__ import annotations
 import operator
 import re
 import types
+import weakref
 
 import torch
 import torch.fx
@@ -16,7 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..errors import Unsupported, UserError
 from ..guards.source import Source
-from .values import (ConstVar, DictVar, ListVar, ObjectVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var,
+from .values import (ConstVar, DictVar, IdentityKey, ListVar, ObjectVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var,
                      make_tuple)
 
 
@@ -37,6 +38,7 @@ class GraphBuilder:
         self._last_placeholder = None
         self.input_ids: set[int] = set()
         self._write_check = _InputWriteCheck(self.input_storages, self.input_ids)
+        self._real_of = weakref.WeakValueDictionary()  # node -> the real tensor it computed, while it lives
 
     # -- inputs ---------------------------------------------------------------------------
     def placeholder(self, source: Source, value: torch.Tensor) -> TensorVar:
@@ -74,7 +76,16 @@ class GraphBuilder:
         node.meta["example_value"] = value
         node.meta["source"] = source
         self.inputs.append((source, value, node))
+        if isinstance(value, torch.Tensor):
+            self._real_of[node] = value
         return node
+
+    def var_of(self, node) -> TensorVar:
+        """A TensorVar for a node whose tensor is still alive (what a higher-order op's body read)."""
+        value = self._real_of.get(node)
+        if value is None:
+            raise Unsupported("a value a higher-order op's body reads that is not a tensor")
+        return TensorVar(node, value)
 
     def _fresh(self, base: str) -> str:
         if base[0].isdigit():
@@ -136,9 +147,20 @@ class GraphBuilder:
         self._created.append(node)
         return node
 
+    def outward_call(self, thunk, fn, args, kwargs) -> None:
+        """Record `thunk(fn, args, kwargs)`, a call made for an effect outside the program (a
+        log record), in program order; not run while tracing. The graph cannot run again after
+        it (`meta["outward"]`)."""
+        node = self.graph.call_function(thunk, (fn, tuple(_fx(list(args))), _fx(dict(kwargs))))
+        node.meta["writes"] = True
+        node.meta["outward"] = True
+        node.meta["example_value"] = None
+        self._created.append(node)
+
     def wrap_result(self, node, result) -> Var:
         """A Var for an op's result: tensors become TensorVars, sequences of them TupleVars."""
         if isinstance(result, torch.Tensor):
+            self._real_of[node] = result
             return TensorVar(node, result)
         if result is None:  # an op run for its effect (x[i] = v)
             return ConstVar(None)
@@ -152,6 +174,7 @@ class GraphBuilder:
                     _describe(item, r)
                     item.meta["writes"] = False
                     self._created.append(item)
+                    self._real_of[item] = r
                     items.append(TensorVar(item, r))
             if isinstance(result, list):
                 return ListVar(items)
@@ -368,6 +391,8 @@ def _real(obj):
     if isinstance(obj, ListVar):
         return [_real(v) for v in obj.items]
     if isinstance(obj, DictVar):
+        if obj.py_type is not dict or any(isinstance(k, IdentityKey) for k in obj.items):
+            raise Unsupported(f"passing a {obj.py_type.__name__} (or a dict with object keys) to a torch op")
         return {k: _real(v) for k, v in obj.items.items()}
     if isinstance(obj, tuple):
         return tuple(_real(v) for v in obj)
@@ -397,6 +422,8 @@ def _fx(obj):
     if isinstance(obj, ListVar):
         return [_fx(v) for v in obj.items]
     if isinstance(obj, DictVar):
+        if obj.py_type is not dict or any(isinstance(k, IdentityKey) for k in obj.items):
+            raise Unsupported(f"passing a {obj.py_type.__name__} (or a dict with object keys) to a torch op")
         return {k: _fx(v) for k, v in obj.items.items()}
     if isinstance(obj, tuple):
         return tuple(_fx(v) for v in obj)

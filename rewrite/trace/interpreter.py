@@ -73,6 +73,10 @@ class Checkpoint:
         self.ip = frame.ip
         self.stack = list(frame.stack)
         self.locals = dict(frame.locals)
+        for name in frame.code.co_cellvars:  # the frame's own cells, as locals (a resume function
+            cell = frame.cells.get(name)   # takes them as parameters, and MAKE_CELL wraps each again)
+            if cell is not None and cell.contents is not None:
+                self.locals[name] = cell.contents
         self.kw_names = frame.kw_names
         self.graph_mark = frame.tracer.graph.mark()
         self.grad_enabled = frame.tracer.grad_enabled
@@ -109,6 +113,7 @@ class Tracer:
         self.log_trace = logs.enabled("trace")
         self.grad_at_start = self.grad_enabled = torch.is_grad_enabled()
         self.exc_info: Var = ConstVar(None)  # the exception being handled (sys.exception())
+        self.root_cells_shared = False  # a closure over the root frame's cells was made
         self.open_contexts: list = []  # recorded contexts (autocast, ...) entered for real, innermost last
         self.ops_in_try = False  # graph ops an `except` covers: the entry runs eagerly if the graph raises
         from .side_effects import SideEffects
@@ -172,6 +177,10 @@ class Tracer:
             global_source = fn.globals_source
         else:
             from ..bytecode import original_code
+            from ..ops.markers import disabled
+            why = disabled(fn)  # (however it was reached: a call, a method, a property, a hook)
+            if why is not None:
+                raise Unsupported(why)
             code, globals_ = original_code(fn.__code__), fn.__globals__
             defaults = tuple(self.wrap(v, ItemSource(AttrSource(fn_source, "__defaults__"), i) if fn_source else None)
                              for i, v in enumerate(fn.__defaults__ or ()))

@@ -22,7 +22,7 @@ import types
 from ..errors import Unsupported
 from ..guards.source import (GLOBALS, ODICT, AttrSource, BaseCopySource, CellContentsSource, ContextVarSource, GlobalSource, ItemSource, ObjectAttrSource, Source,
                              is_identifier, key_expr, py_str)
-from .values import ConstVar, ListVar, Var, note_mutation
+from .values import ListVar, Var, key_var, note_mutation, watermark
 
 DELETED = object()
 
@@ -47,15 +47,45 @@ class SideEffects:
         self.inserted: dict[Source, int] = {}  # target -> when it was (re)added to its namespace: the
         # namespace's insertion order puts it last then (a dict's order is observable: `vars(o)`)
         self._clock = 0
+        self.original: dict[Source, Var] = {}  # target -> the constant it held before the call
+        self._saved_at, self._saved = -1, None  # the tables as they were at the root's latest checkpoint
+
+    def _changing(self) -> None:
+        """Before a change: the tables are saved once per checkpoint (see `undo_to_checkpoint`)."""
+        note_mutation()
+        mark = watermark()
+        if self._saved_at != mark:
+            self._saved_at = mark
+            self._saved = (dict(self.stores), dict(self.containers), dict(self.located), dict(self.existed),
+                           dict(self.present), dict(self.inserted), self._clock, dict(self.tracer.wrapped))
+
+    def undo_to_checkpoint(self) -> None:
+        """Forget the writes made since the root frame's latest checkpoint (a graph break there)."""
+        if self._saved_at != watermark():
+            return
+        (self.stores, self.containers, self.located, self.existed, self.present, self.inserted, self._clock,
+         wrapped) = self._saved
+        self.tracer.wrapped.clear()
+        self.tracer.wrapped.update(wrapped)
+        self._saved_at, self._saved = -1, None
 
     def _target(self, target: Source, where) -> Source:
         return target if where is None else self.located.setdefault(where, target)
 
-    def store(self, target: Source, value, where: tuple | None = None, existed: bool = True) -> None:
+    def store(self, target: Source, value, where: tuple | None = None, existed: bool = True,
+              original: Var | None = None) -> None:
         """`target` (at `where`, a `location`) is assigned `value`, or deleted (DELETED).
-        `existed`: whether it existed before the call (asked at its first write only)."""
-        note_mutation()
+        `existed`: whether it existed before the call (asked at its first write only);
+        `original`: the constant it held then, guarded (a write of that again is no write)."""
+        self._changing()
         target = self._target(target, where)
+        if original is not None:
+            self.original.setdefault(target, original)
+        before = self.original.get(target)
+        if before is not None and _same_constant(before, value) and self.existed.get(target, existed):
+            self.forget(target)  # back to what it held before the call: nothing to replay
+            self.tracer.wrapped[target] = value
+            return
         self.existed.setdefault(target, existed)
         present = self.present.get(target, self.existed[target])
         if value is DELETED:
@@ -74,7 +104,7 @@ class SideEffects:
     def forget(self, target: Source, where: tuple | None = None) -> None:
         """`target` holds what it held before the call again (a ContextVar reset to its token):
         nothing to replay for it."""
-        note_mutation()
+        self._changing()
         target = self._target(target, where)
         for table in (self.stores, self.existed, self.present, self.inserted):
             table.pop(target, None)
@@ -97,7 +127,7 @@ class SideEffects:
         """A list or dict that came in is about to change (its items are changed by the caller)."""
         if container.source is None:
             raise Unsupported("mutation of a list or dict the tracer cannot locate (no source)")
-        note_mutation()
+        self._changing()
         self.containers[id(container)] = container
 
     def __bool__(self) -> bool:
@@ -145,19 +175,28 @@ class SideEffects:
                     items = value_name('[' + ', '.join(rebuild(v) for v in c.items) + ']')
                     writes.append(f"list.__setitem__({owner}, slice(None), {items})")
                 else:
-                    items = value_name("{" + ", ".join(f"{rebuild(ConstVar(k))}: {rebuild(v)}"
+                    items = value_name("{" + ", ".join(f"{rebuild(key_var(k))}: {rebuild(v)}"
                                                        for k, v in c.items.items()) + "}")
                     if kind == "odict":  # (in order, each with OrderedDict's own __setitem__)
                         writes += [f"{ODICT}.clear({owner})",
                                    f"for ___k, ___v in {items}.items(): {ODICT}.__setitem__({owner}, ___k, ___v)"]
                     else:
                         writes += [f"dict.clear({owner})", f"dict.update({owner}, {items})"]
+            elif isinstance(c, ListVar) and c.py_type is not list:  # a deque: refilled in place
+                items = value_name('[' + ', '.join(rebuild(v) for v in c.items) + ']')
+                writes += [f"{box}.clear()", f"{box}.extend({items})"]
             elif isinstance(c, ListVar):
                 writes.append(f"{box}[:] = {value_name('[' + ', '.join(rebuild(v) for v in c.items) + ']')}")
             else:
-                items = ", ".join(f"{rebuild(ConstVar(k))}: {rebuild(v)}" for k, v in c.items.items())
+                items = ", ".join(f"{rebuild(key_var(k))}: {rebuild(v)}" for k, v in c.items.items())
                 writes += [f"{box}.clear()", f"{box}.update({value_name('{' + items + '}')})"]
         return lines, writes
+
+
+def _same_constant(a, b) -> bool:
+    from .values import ConstVar
+    return isinstance(a, ConstVar) and isinstance(b, ConstVar) and type(a.value) is type(b.value) \
+        and a.value == b.value
 
 
 def _statements(target: Source, parent):

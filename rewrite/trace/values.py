@@ -39,15 +39,24 @@ _watermark = 0  # the first number made after the root frame's latest checkpoint
 # (module state: one trace runs at a time, under rewrite.dispatch.COMPILE_LOCK)
 
 
+_undo: dict = {}  # id(var) -> (var, what it held before its first change since the latest checkpoint)
+_undoable = True  # every change since the latest checkpoint is in _undo
+
+
 def note_mutation(var: "Var | None" = None) -> None:
     """A value the trace knows is about to change in place: a list, dict, set or object
-    `var`, or (None) something outside the call. A graph break must not resume past a change
-    to anything that existed at its checkpoint (the eager step would change it again); what
-    the failing part made itself after the checkpoint does not count (a callee filling a dict
-    of its own)."""
-    global _mutations
+    `var`, or (None) something outside the call (the side effects keep their own undo). A
+    graph break resumes from the root frame's latest checkpoint: what the failing part
+    changed of anything that existed then is undone first (`undo_to_checkpoint`), since the
+    eager step changes it again; what it made itself after the checkpoint does not count."""
+    global _mutations, _undoable
     if var is None or getattr(var, "born", 0) < _watermark:
         _mutations += 1
+        if var is not None and id(var) not in _undo:
+            saved = var.snapshot()
+            if saved is NotImplemented:
+                _undoable = False
+            _undo[id(var)] = (var, saved)
 
 
 def mutations() -> int:
@@ -56,9 +65,26 @@ def mutations() -> int:
 
 def checkpoint_mark() -> int:
     """The mutation count now; Vars made from here on are newer than this checkpoint."""
-    global _watermark
+    global _watermark, _undoable
     _watermark = next(_serial)
+    _undo.clear()
+    _undoable = True
     return _mutations
+
+
+def watermark() -> int:
+    return _watermark
+
+
+def undo_to_checkpoint() -> bool:
+    """Give the Vars changed since the latest checkpoint back what they held then (False when
+    one of them cannot be)."""
+    if not _undoable:
+        return False
+    for var, saved in _undo.values():
+        var.restore(saved)
+    _undo.clear()
+    return True
 
 
 class Var:
@@ -70,6 +96,13 @@ class Var:
 
     def python_value(self):
         """The real Python value, when the Var stands for one known at trace time."""
+        raise NotImplementedError(type(self).__name__)
+
+    def snapshot(self):
+        """What this mutable Var holds now, for `restore` (NotImplemented: it cannot be)."""
+        return NotImplemented
+
+    def restore(self, saved) -> None:
         raise NotImplementedError(type(self).__name__)
 
     def __repr__(self):
@@ -167,31 +200,81 @@ def make_tuple(py_type, values):
 
 
 class ListVar(Var):
-    __slots__ = ("items", "mutable")
+    """A list, or (`py_type` collections.deque) a deque of at most `maxlen` items."""
+    __slots__ = ("items", "mutable", "py_type", "maxlen")
 
-    def __init__(self, items, source=None, mutable=True):
+    def __init__(self, items, source=None, mutable=True, py_type=list, maxlen=None):
         super().__init__(source)
         self.items = list(items)
         self.mutable = mutable
+        self.py_type, self.maxlen = py_type, maxlen
 
     def python_value(self):
-        return [v.python_value() for v in self.items]
+        values = [v.python_value() for v in self.items]
+        return values if self.py_type is list else self.py_type(values, self.maxlen)
+
+    def snapshot(self):
+        return list(self.items)
+
+    def restore(self, saved) -> None:
+        self.items[:] = saved  # (in place: its iterators share the list)
 
     def __repr__(self):
         return f"ListVar({self.items!r})"
 
 
-class DictVar(Var):
-    """Keys are real hashable Python values; values are Vars."""
-    __slots__ = ("items", "mutable")
+class IdentityKey:
+    """A dict key whose hash is its identity (a tensor, a module, an object): found by the
+    object it stands for, and iterated as the Var it came from."""
+    __slots__ = ("var", "ident")
 
-    def __init__(self, items: dict, source=None, mutable=True):
+    def __init__(self, var: "Var", ident):
+        self.var, self.ident = var, ident
+
+    def __hash__(self):
+        return id(self.ident)
+
+    def __eq__(self, other):
+        return isinstance(other, IdentityKey) and other.ident is self.ident
+
+    def __repr__(self):
+        return f"IdentityKey({self.var!r})"
+
+
+def key_var(key) -> "Var":
+    """The Var iterating over a dict yields for `key` (see `ops.core.key_of`)."""
+    if isinstance(key, IdentityKey):
+        return key.var
+    from ..ops.core import const
+    return const(key)
+
+
+class DictVar(Var):
+    """Keys are real hashable Python values or IdentityKeys; values are Vars. `py_type` is
+    dict, collections.OrderedDict or collections.defaultdict (`factory`: its default_factory,
+    a Var)."""
+    __slots__ = ("items", "mutable", "py_type", "factory")
+
+    def __init__(self, items: dict, source=None, mutable=True, py_type=dict, factory=None):
         super().__init__(source)
         self.items = dict(items)
         self.mutable = mutable
+        self.py_type, self.factory = py_type, factory
 
     def python_value(self):
-        return {k: v.python_value() for k, v in self.items.items()}
+        out = {key_var(k).python_value(): v.python_value() for k, v in self.items.items()}
+        if self.py_type is dict:
+            return out
+        if self.factory is not None:
+            return self.py_type(self.factory.python_value(), out)
+        return self.py_type(out)
+
+    def snapshot(self):
+        return dict(self.items)
+
+    def restore(self, saved) -> None:
+        self.items.clear()
+        self.items.update(saved)
 
     def __repr__(self):
         return f"DictVar({self.items!r})"
@@ -211,6 +294,15 @@ class SetVar(Var):
     def python_value(self):
         values = [v.python_value() for v in self.items.values()]
         return frozenset(values) if self.frozen else set(values)
+
+    def snapshot(self):
+        return dict(self.items), None if self.real is None else set(self.real)
+
+    def restore(self, saved) -> None:
+        items, real = saved
+        self.items.clear()
+        self.items.update(items)
+        self.real = real
 
     def __repr__(self):
         return f"SetVar({list(self.items.values())!r})"
@@ -258,15 +350,10 @@ class DictViewVar(Var):
     def current(self) -> list:
         items = self.dict_var.items
         if self.kind == "keys":
-            return [_const_key(k) for k in items]
+            return [key_var(k) for k in items]
         if self.kind == "values":
             return list(items.values())
-        return [TupleVar([_const_key(k), v]) for k, v in items.items()]
-
-
-def _const_key(k):
-    from ..ops.core import const
-    return const(k)
+        return [TupleVar([key_var(k), v]) for k, v in items.items()]
 
 
 class ObjectVar(Var):
@@ -337,6 +424,16 @@ class InstanceVar(Var):
         self.attrs: dict[str, Var] = {}
         self.base = base  # of a dict or OrderedDict subclass: what the builtin holds (a DictVar)
         self.made_by = None  # (args, kwargs, state): the class's call that made it, and what it held then
+
+    def snapshot(self):
+        return dict(self.attrs), None if self.base is None else self.base.snapshot()
+
+    def restore(self, saved) -> None:
+        attrs, base = saved
+        self.attrs.clear()
+        self.attrs.update(attrs)
+        if base is not None:
+            self.base.restore(base)
 
     def __repr__(self):
         return f"InstanceVar({self.cls.__qualname__})"
@@ -441,14 +538,17 @@ class GradModeVar(Var):
 
 class RecordedContextVar(Var):
     """`torch.inference_mode()`, `torch.autocast(...)`: entered for real while tracing, and
-    recorded in the graph as `enter_fn(*args)` ... `exit_fn(<what enter returned>)`."""
-    __slots__ = ("kind", "enter_fn", "exit_fn", "args", "handle", "node")
+    recorded in the graph as `enter_fn(*args)` ... `exit_fn(<what enter returned>)`. `fresh()`
+    makes an equal context manager (a graph break inside the block re-enters one around the
+    eager step and in the resume function)."""
+    __slots__ = ("kind", "enter_fn", "exit_fn", "args", "handle", "node", "fresh")
 
-    def __init__(self, kind: str, enter_fn, exit_fn, args: tuple):
+    def __init__(self, kind: str, enter_fn, exit_fn, args: tuple, fresh):
         super().__init__(None)
         self.kind, self.enter_fn, self.exit_fn, self.args = kind, enter_fn, exit_fn, args
         self.handle = None  # what the real enter returned, while the block is open
         self.node = None  # the enter call in the graph
+        self.fresh = fresh
 
     def __repr__(self):
         return f"RecordedContextVar({self.kind})"

@@ -54,6 +54,8 @@ def make_cell(frame, inst):
 
 @handler("LOAD_CLOSURE")
 def load_closure(frame, inst):
+    if frame is frame.tracer.root:  # a closure over the root frame's cells: no graph break may
+        frame.tracer.root_cells_shared = True  # give a resume function new cells after this
     frame.push(frame.cells[inst.argval])
 
 

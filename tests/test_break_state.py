@@ -1,0 +1,114 @@
+"""Graph breaks after state changed (issue 19: GradScaler.step, transformers' output
+collector): what the failing call changed of values that existed at the break's checkpoint
+is undone before the eager step runs it again; a frame with cells no closure shares yet
+resumes with its cells' values; a flag set and reset again in the call is no write. Each
+compared with eager, arguments and globals after the call included."""
+import torch
+
+import rewrite
+from conftest import assert_same, eager_copy
+
+STATE = {"calls": 0}
+
+
+class Box:
+    pass
+
+
+def helper(d, box, x):
+    d["seen"] = d.get("seen", 0) + 1  # changes what the caller passed in...
+    box.count = getattr(box, "count", 0) + 1
+    print("helper")  # ...then breaks: the whole helper runs again eagerly at the break
+    return x * 2
+
+
+def test_a_break_after_the_failing_call_changed_its_arguments():
+    def f(d, box, x):
+        y = x + 1
+        z = helper(d, box, y)
+        return z - 1
+
+    compiled = rewrite.jit(eager_copy(f))
+    for _ in range(3):
+        d1, d2, b1, b2 = {}, {}, Box(), Box()
+        x = torch.randn(3)
+        assert_same(compiled(d1, b1, x), f(d2, b2, x))
+        assert d1 == d2 and vars(b1) == vars(b2)
+    out = rewrite.explain(eager_copy(f))({}, Box(), torch.randn(3))
+    assert out.graph_count >= 2 and not out.eager_reasons  # (f's two, and helper's own after its print)
+
+
+def noisy(items, x):
+    items.append(len(items))
+    items.pop(0)
+    if x.sum() > 0:  # a break on data, after the list changed
+        return x
+    return -x
+
+
+def test_a_list_changed_and_then_a_data_dependent_branch_in_a_helper():
+    def f(items, x):
+        return noisy(items, x * 2) + 1
+
+    compiled = rewrite.jit(eager_copy(f))
+    for sign in (1, -1, 1):
+        a, b = [0, 1], [0, 1]
+        x = torch.rand(3) * sign
+        assert_same(compiled(a, x), f(b, x))
+        assert a == b
+
+
+def test_a_frame_with_cells_resumes_when_no_closure_shares_them_yet():
+    def f(x, scale):
+        y = x * scale
+        print("break")  # `scale` is a cell (the comprehension below reads it)
+        return sum([t * scale for t in (y, y + 1)])
+
+    compiled = rewrite.jit(eager_copy(f))
+    x = torch.randn(3)
+    assert_same(compiled(x, 2.0), f(x, 2.0))
+    out = rewrite.explain(eager_copy(f))(x, 2.0)
+    assert out.graph_count == 2 and not out.eager_reasons
+
+
+def test_a_closure_made_before_the_break_keeps_the_whole_call_eager():
+    def f(x):
+        n = 1
+
+        def bump():
+            nonlocal n
+            n += 1
+        bump()
+        print("break")
+        bump()
+        return x * n
+
+    x = torch.randn(3)
+    assert_same(rewrite.jit(eager_copy(f))(x), f(x))
+
+
+class Collector:
+    def __init__(self):
+        self.active, self.value = False, None
+
+
+COLLECTOR = Collector()
+
+
+def test_a_flag_set_and_reset_in_the_call_is_no_write():
+    def f(x):
+        COLLECTOR.active, COLLECTOR.value = True, 3  # as transformers' output collector does
+        y = x * COLLECTOR.value
+        COLLECTOR.active, COLLECTOR.value = False, None
+        return y
+
+    counter_graphs = []
+    compiled = rewrite.jit(eager_copy(f), backend=lambda gm, ex: (counter_graphs.append(gm), gm.forward)[1])
+    x = torch.randn(3)
+    assert_same(compiled(x), f(x))
+    assert (COLLECTOR.active, COLLECTOR.value) == (False, None)
+    entry = rewrite.dispatcher_of(compiled).entries[0]
+    assert "COLLECTOR" not in entry.source.split("def ___entry")[-1].split("return")[-1]
+    COLLECTOR.value = 5  # what the call started from is guarded
+    assert_same(compiled(x), f(x))
+    COLLECTOR.value = None

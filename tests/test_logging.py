@@ -1,0 +1,93 @@
+"""Log records from compiled code (issue 19, item 3: transformers' `logger.warning_once` in
+the loss): a Logger's emitting methods are nodes of the graph, called where eager calls them,
+at the user's line (the record's filename, line and function are eager's), with eager's
+arguments; `warning_once` still warns once."""
+import functools
+import logging
+
+import torch
+
+import rewrite
+from conftest import assert_same, eager_copy
+
+log = logging.getLogger("rewrite_tests.logging")
+
+
+@functools.lru_cache(None)
+def warning_once(self, *args):
+    self.warning(*args)
+
+
+class Records(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.records = []
+
+    def emit(self, record):
+        self.records.append((record.levelname, record.getMessage(), record.filename, record.lineno, record.funcName))
+
+
+def capture():
+    handler = Records()
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    return handler
+
+
+def test_log_records_come_from_the_graph_in_order_at_the_users_line():
+    def f(x):
+        y = x * 2
+        log.info("scaled by %d", 2)
+        z = y.relu()
+        log.warning("shape %s", tuple(z.shape))
+        return z + 1
+
+    handler = capture()
+    x = torch.randn(3)
+    expected = f(x)
+    eager_records = list(handler.records)
+    handler.records.clear()
+    compiled = rewrite.jit(eager_copy(f), fullgraph=True)
+    for _ in range(2):
+        assert_same(compiled(x), expected)
+        assert handler.records == eager_records
+        handler.records.clear()
+    log.removeHandler(handler)
+
+
+def test_warning_once_as_transformers_adds_it_warns_once():
+    logging.Logger.warning_once = warning_once
+    try:
+        def f(x):
+            log.warning_once("loss type unrecognised")
+            return x.sum()
+
+        handler = capture()
+        compiled = rewrite.jit(eager_copy(f), fullgraph=True)
+        for _ in range(3):
+            assert_same(compiled(torch.ones(2)), torch.tensor(2.0))
+        assert [r[1] for r in handler.records] == ["loss type unrecognised"]
+        log.removeHandler(handler)
+    finally:
+        del logging.Logger.warning_once
+        warning_once.cache_clear()
+
+
+def test_a_logger_that_is_another_object_next_call_recompiles():
+    other = logging.getLogger("rewrite_tests.logging.other")
+
+    def f(logger, x):
+        logger.info("hi")
+        return x + 1
+
+    handler, other_handler = capture(), Records()
+    other.addHandler(other_handler)
+    other.setLevel(logging.INFO)
+    other.propagate = False
+    compiled = rewrite.jit(eager_copy(f))
+    compiled(log, torch.ones(1))
+    compiled(other, torch.ones(1))
+    assert [r[1] for r in handler.records] == ["hi"] and [r[1] for r in other_handler.records] == ["hi"]
+    log.removeHandler(handler)
+    other.removeHandler(other_handler)
