@@ -208,7 +208,8 @@ class Break:
         for v in reversed(self.cp.stack):
             ctx = v.ctx if isinstance(v, ContextExitVar) else None
             if isinstance(ctx, RecordedContextVar) and ctx.node is not None:
-                graph.record_effect(ctx.exit_fn, (ctx.node,))
+                from .ops.contexts import Exit
+                graph.record_effect(Exit(ctx.node.target), (ctx.node,))
         if self.grad_mode_outside != self.cp.grad_enabled:
             graph.set_grad(self.grad_mode_outside)
 

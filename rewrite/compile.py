@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.fx
-from torch.amp import autocast_mode
-from torch.autograd import grad_mode
 
 from . import breaks, codeload, logs
 from .slot import NEXT
@@ -216,17 +214,12 @@ def call_backend(cap: Capture, backend_name: str, backend, name: str):
     return gm, compiled
 
 
-# calls a graph makes for their effect on global modes other than grad mode
-MODE_EFFECTS = {autocast_mode._enter_autocast, autocast_mode._exit_autocast, grad_mode._enter_inference_mode,
-                grad_mode._exit_inference_mode}
-
-
 def rerunnable(graph) -> bool:
     """Whether the call can run again eagerly after the graph raised part-way: the graph
     changed nothing before (no writes into inputs, no random draws, no log records, no mode
     switches other than grad mode, which the entry puts back)."""
-    return not graph.clone_inputs and not any(n.meta.get("seeded") or n.meta.get("outward") or n.target in MODE_EFFECTS
-                                              for n in graph.graph.nodes)
+    return not graph.clone_inputs and not any(n.meta.get("seeded") or n.meta.get("outward") or n.meta.get("mode_switch")
+                                              for n in graph.graph.nodes)  # (mode_switch: entering autocast, ...)
 
 
 def check_eager_parity(tracer) -> None:
@@ -292,14 +285,20 @@ def _on_graph_error(cap: Capture, consts: Consts, failure: GraphFailure | None) 
     division by zero), the entry runs the call eagerly (see GraphFailure). Only for
     rerunnable graphs; others let the error go (eager raises it too, from the same op, when
     it is data-dependent; a backend's bug shows as that error)."""
+    from .ops.contexts import Enter, unwind
     graph = cap.tracer.graph
+    enters = tuple(n.target for n in graph.graph.nodes if isinstance(n.target, Enter))
+    leave = []  # the contexts the graph entered and did not leave: left, as eager's `with` leaves them
+    if enters:
+        consts.values["___unwind"], consts.values["___enters"] = unwind, enters
+        leave = ["___unwind(___enters)"]
+    grad = any(n.target is torch._C._set_grad_enabled for n in graph.graph.nodes)
+    restore = [f"torch._C._set_grad_enabled({cap.tracer.grad_at_start})"] if grad else []
     if not rerunnable(graph) or failure is None:
-        return None
+        return [*leave, *restore, "raise"] if leave else None
     consts.values["___graph_failed"] = failure
     inputs = "".join(f"{src.expr()}, " for src, _, _ in graph.inputs)
-    grad = any(n.target is torch._C._set_grad_enabled for n in graph.graph.nodes)
-    return ([f"torch._C._set_grad_enabled({cap.tracer.grad_at_start})"] if grad else []) + \
-        [f"return ___graph_failed(({inputs}))"]
+    return [*leave, *restore, f"return ___graph_failed(({inputs}))"]
 
 
 def entry_source(cap: Capture | None, compiled, params, name: str, consts: Consts, guard: GuardCode,

@@ -231,3 +231,23 @@ def test_dtype_of_an_intermediate_read_outside_autocast_is_guarded():
     assert_same(f(x, w), eager(x, w))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert_same(f(x, w), eager(x, w))
+
+
+def test_an_error_part_way_through_the_graph_leaves_its_contexts():
+    def f(x, i):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = torch.nn.functional.dropout(x @ x, 0.1)  # random: the graph cannot run again
+            z = torch.nn.functional.embedding(i, y)  # raises for an index out of range, at run time
+        return z
+
+    compiled = jit(eager_copy(f))
+    x = torch.randn(3, 3)
+    compiled(x, torch.tensor([1]))
+    for _ in range(2):
+        try:
+            compiled(x, torch.tensor([7]))
+        except IndexError:
+            pass
+        else:
+            raise AssertionError("eager raises IndexError")
+        assert not torch.is_autocast_enabled("cpu")

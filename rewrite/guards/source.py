@@ -228,6 +228,21 @@ class ContextVarSource(Source):
 
 
 @source_kind
+class WeakrefSource(Source):
+    """`base()` of a weak reference `base` (its type guarded): what it refers to, or None."""
+    base: Source
+
+    def expr(self) -> str:
+        return f"{self.base.expr()}()"
+
+    def name(self) -> str:
+        return f"{self.base.name()}()"
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+@source_kind
 class TypeSource(Source):
     """`type(base)`: the class attribute lookup starts from (not `base.__class__`, which a
     class's `__getattribute__` or a `__class__` property could answer)."""

@@ -10,12 +10,13 @@ import functools
 import logging
 import operator
 import types
+import weakref
 
 import torch
 
 from ..errors import Unsupported
 from ..guards.source import AttrSource
-from ..trace.values import (AttrDictVar, BoundVar, ConstVar, ContextExitVar, DictVar, ExceptionVar, FunctionVar, GradModeVar, InstanceVar,
+from ..trace.values import (AttrDictVar, BoundVar, ConstVar, ContextExitVar, DictVar, RecordedContextVar, ExceptionVar, FunctionVar, GradModeVar, InstanceVar,
                             ListVar, MethodVar, ObjectVar, PartialVar, ScalarVar, SetVar, SuperVar, SymIntVar, TensorVar, TupleVar,
                             Var)
 from .builtins import BUILTINS, PURE, call_builtin
@@ -40,6 +41,8 @@ def getattr_(frame, obj: Var, name: str) -> Var:
         return obj.factory
     if name == "maxlen" and isinstance(obj, ListVar) and obj.py_type is not list:
         return const(obj.maxlen)
+    if isinstance(obj, RecordedContextVar) and contexts.field(obj, name) is not None:
+        return contexts.field(obj, name)
     if isinstance(obj, TensorVar):
         return getattr_tensor(frame, obj, name)
     if isinstance(obj, ObjectVar):
@@ -142,6 +145,8 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     higher = higher_order.rule_of(value)
     if higher is not None:  # checkpoint, torch.cond: the function they take traced as a graph of its own
         return higher(frame, args, kwargs)
+    if contexts.is_torch_context(value) and (not isinstance(value, type) or value not in contexts.CONSTRUCTORS):
+        return contexts.torch_context(frame, value, args, kwargs)  # sdpa_kernel(...), disable_saved_tensors_hooks(...)
     if markers.hint(value, caller):  # torch.optim's graph_break() for AOTAutograd: nothing to do
         return const(None)
     why = markers.breaks(value) or markers.disabled(value)
@@ -166,6 +171,9 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
             return unary(frame, _UNARY_FUNCTIONS[value], *args)
         if value is operator.getitem:
             return getitem(frame, *args)
+    unbound = _unbound_method(value, args)
+    if unbound is not None:  # `set.difference(a, b)`, `list.append(xs, v)`: the method of that Var
+        return _call_method(frame, MethodVar(args[0], unbound), args[1:], kwargs)
     if args and isinstance(args[0], ObjectVar) and bases.is_base_method(value) \
             and bases.builtin_of(type(args[0].value)) is not None:  # dict.get(self, key) in a dict subclass
         return bases.call(frame, value, args[0], args[1:], kwargs)
@@ -184,6 +192,9 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return call_torch(frame, value, args, kwargs)  # (a method of a torch class in Python is inlined below)
     if isinstance(value, types.FunctionType):
         return tracer.inline(value, args, kwargs, fn.source, frame)
+    if isinstance(value, weakref.ReferenceType) and not args and not kwargs and fn.source is not None:
+        from ..guards.source import WeakrefSource  # `ref()`: what it refers to now (guarded: its identity)
+        return tracer.wrap(value(), WeakrefSource(fn.source))
     if isinstance(value, _LRU_CACHE) and isinstance(getattr(value, "__wrapped__", None), types.FunctionType):
         # a functools.lru_cache / cache wrapper: the function it wraps is traced (as Dynamo does;
         # the cache is neither read nor filled by compiled calls -- the same for a pure function)
@@ -234,6 +245,19 @@ def _python_arguments(values) -> bool:
                 return True
         return False
     return objects(values) or not tensors
+
+
+_VAR_KINDS = {set: SetVar, frozenset: SetVar, list: ListVar, dict: DictVar, tuple: TupleVar}
+
+
+def _unbound_method(fn, args):
+    """The name of `fn`, a method of a builtin container called on a Var of that kind, or None."""
+    owner = getattr(fn, "__objclass__", None)
+    if not args or not isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) \
+            or owner not in _VAR_KINDS or not isinstance(args[0], _VAR_KINDS[owner]):
+        return None
+    from .builtins import python_type
+    return fn.__name__ if issubclass(python_type(args[0]), owner) else None
 
 
 def _call_object(frame, obj: Var, args, kwargs) -> Var:
@@ -335,8 +359,9 @@ def _call_python(frame, fn, args, kwargs) -> Var:
     owner = getattr(fn, "__self__", None)
     if type(owner) in (str, bytes) and getattr(fn, "__name__", None) == "join" and len(args) == 1 and not kwargs:
         args = [ListVar(unpack(frame, args[0]))]  # "".join(generator): its items
-    if owner is not None and type(owner) in (str, bytes, int, float, complex, bool, tuple, range, frozenset) \
-            and all(foldable(a) for a in args) and all(foldable(v) for v in kwargs.values()):
+    immutable = (str, bytes, int, float, complex, bool, tuple, range, frozenset)
+    if (owner is not None and type(owner) in immutable or getattr(fn, "__objclass__", None) in immutable) \
+            and all(foldable(a) for a in args) and all(foldable(v) for v in kwargs.values()):  # (`str.isalnum(c)` too)
         return const(fold(fn, *(a.python_value() for a in args), **{k: v.python_value() for k, v in kwargs.items()}))
     return call_builtin(frame, fn, args, kwargs)
 
@@ -368,4 +393,30 @@ def _construct(frame, cls_var: ObjectVar, args, kwargs) -> Var:
         if missing or len(args) > len(fields):
             raise Unsupported(f"{cls.__name__}() arguments do not match its fields (the call raises eagerly)")
         return TupleVar([values[f] if f in values else const(defaults[f]) for f in fields], py_type=cls)
+    if issubclass(cls, torch.nn.Module) and f"{cls.__module__}.".startswith("torch.nn."):
+        return _made_module(cls, args, kwargs)
     return instances.construct(frame, cls_var, args, kwargs)
+
+
+def _made_module(cls, args, kwargs) -> Var:
+    """`nn.Softmax(dim=-1)` in the call: made now, for real, from constants (torch's module
+    classes make nothing else); one without parameters or buffers is a constant of the trace,
+    as a new one per call is to eager. One with weights would draw them anew each call."""
+    what = f"{cls.__name__}()"
+
+    def real(v):  # (modules made in the call too: `nn.Sequential(nn.ReLU(), nn.Dropout())`)
+        if isinstance(v, ObjectVar) and v.source is None and isinstance(v.value, torch.nn.Module):
+            return v.value
+        if isinstance(v, ListVar) and not foldable(v):
+            return [real(i) for i in v.items]
+        if isinstance(v, TupleVar) and not foldable(v):
+            return tuple(real(i) for i in v.items)
+        return python_value(v, what)
+    args, kwargs = [real(a) for a in args], {k: real(v) for k, v in kwargs.items()}
+    with torch.device("meta"), torch.random.fork_rng(devices=[]):  # a first look: draws nothing, allocates nothing
+        probe = fold(cls, *args, **kwargs)
+    if any(True for _ in probe.parameters()) or any(True for _ in probe.buffers()) or \
+            any(isinstance(v, torch.Tensor) for m in probe.modules() for v in vars(m).values()):
+        raise Unsupported(f"constructing {cls.__module__}.{cls.__qualname__} while tracing: it holds tensors "
+                          "(eager makes new ones each call)", "make the module outside the compiled function")
+    return ObjectVar(fold(cls, *args, **kwargs))

@@ -17,7 +17,10 @@ end (the `__exit__` to call) and what `as` binds.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
+import types
 
 import torch
 from torch.amp import autocast_mode
@@ -25,7 +28,7 @@ from torch.autograd import grad_mode
 
 from ..errors import Unsupported
 from ..trace.values import ConstVar, ContextExitVar, GradModeVar, RecordedContextVar, Var
-from .core import describe, fold, python_value
+from .core import const, describe, fold, python_value
 
 
 def _set_grad_enabled(frame, args, kwargs) -> GradModeVar:
@@ -98,6 +101,60 @@ _FIELDS = {
 }
 
 
+def field(ctx: RecordedContextVar, name: str):
+    """`ctx.mode`, `ctx.name`, `ctx.fast_dtype`: a constructor argument of a traced context
+    (what `clone()` reads when `@torch.inference_mode()` decorates a function), or None."""
+    for cls, (_, taken) in _FIELDS.items():
+        if CONSTRUCTORS.get(cls) is not None and ctx.kind == _KINDS.get(cls) and name in taken:
+            return ConstVar(ctx.args[taken.index(name)])
+    return None
+
+
+_KINDS = {torch.autocast: "autocast", torch.inference_mode: "inference_mode",
+          torch.autograd.profiler.record_function: "record_function"}
+
+
+# -- torch's other context managers: `@contextmanager` functions and classes of torch, made
+# with constant arguments (`disable_saved_tensors_hooks(msg)`, `sdpa_kernel(backend)`,
+# `save_on_cpu()`, `fork_rng()`): entered for real while tracing, and recorded as a node that
+# makes a fresh one and enters it, and one that leaves it -----------------------------------------------------
+_CONTEXTMANAGER_CODE = contextlib.contextmanager(lambda: iter(())).__code__
+
+
+def is_torch_context(fn) -> bool:
+    """A torch function made by `@contextlib.contextmanager`, or a torch class with __enter__."""
+    if isinstance(fn, types.FunctionType) and fn.__code__ is _CONTEXTMANAGER_CODE:
+        inner = getattr(fn, "__wrapped__", None)
+        return f"{getattr(inner, '__module__', '')}.".startswith("torch.")
+    return isinstance(fn, type) and bool(fn.__flags__ & (1 << 9)) and f"{fn.__module__}.".startswith("torch.") \
+        and hasattr(fn, "__enter__") and hasattr(fn, "__exit__") and not issubclass(fn, torch.nn.Module)
+    # (classes written in Python only: torch.device is a context manager too, and a value)
+
+
+def _enter_torch_context(factory, args, kwargs):
+    manager = factory(*args, **kwargs)
+    return manager, manager.__enter__()
+
+
+def _exit_torch_context(handle):
+    return handle[0].__exit__(None, None, None)
+
+
+def torch_context(frame, factory, args, kwargs) -> RecordedContextVar:
+    real_args = tuple(python_value(a, f"{factory.__qualname__}()") for a in args)
+    real_kwargs = {k: python_value(v, f"{factory.__qualname__}()") for k, v in kwargs.items()}
+    enter_fn = functools.partial(_enter_torch_context, factory, real_args, real_kwargs)
+    enter_fn.__name__ = factory.__qualname__
+    return RecordedContextVar(factory.__qualname__, enter_fn, _exit_torch_context, (),
+                              functools.partial(factory, *real_args, **real_kwargs))
+
+
+def _plain(value) -> bool:
+    if type(value) in (dict, list, tuple):
+        return all(_plain(v) for v in (value.values() if type(value) is dict else value))
+    return type(value) in (int, float, bool, str, type(None))
+
+
 def wrap_context(tracer, value, source) -> RecordedContextVar | None:
     """An autocast, inference_mode or record_function object that came in and was not entered
     yet: a RecordedContextVar, its settings guarded (None for any other object)."""
@@ -110,6 +167,64 @@ def wrap_context(tracer, value, source) -> RecordedContextVar | None:
     from ..guards.source import AttrSource
     args = [tracer.wrap(getattr(value, f), AttrSource(source, f) if source is not None else None) for f in taken]
     return CONSTRUCTORS[type(value)](None, args, {})
+
+
+# -- at run time: the recorded contexts a graph entered, per thread, so an error part-way out
+# of the graph leaves them (`unwind`) as eager's `with` would --------------------------------------------------
+_OPEN = threading.local()
+
+
+def _stack() -> list:
+    stack = getattr(_OPEN, "stack", None)
+    if stack is None:
+        stack = _OPEN.stack = []
+    return stack
+
+
+class Enter:
+    """The graph node entering a recorded context: `enter_fn(*args)`, the handle registered."""
+
+    def __init__(self, kind: str, enter_fn, exit_fn):
+        self.kind, self.enter_fn, self.exit_fn = kind, enter_fn, exit_fn
+        self.__name__ = getattr(enter_fn, "__name__", kind)  # (how graphs name the node)
+
+    def __call__(self, *args):
+        handle = self.enter_fn(*args)
+        _stack().append((self, handle))
+        return handle
+
+    def __repr__(self):
+        return f"<enter {self.kind}>"
+
+
+class Exit:
+    """The graph node leaving it: `exit_fn(handle)`, the handle unregistered."""
+
+    def __init__(self, enter: Enter):
+        self.enter = enter
+        self.__name__ = getattr(enter.exit_fn, "__name__", enter.kind)
+
+    def __call__(self, handle):
+        stack = _stack()
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i][1] is handle:
+                del stack[i]
+                break
+        return self.enter.exit_fn(handle)
+
+    def __repr__(self):
+        return f"<exit {self.enter.kind}>"
+
+
+def unwind(enters: tuple) -> None:
+    """After the graph raised: leave what its `enters` entered and did not leave, innermost first."""
+    stack = _stack()
+    while stack and stack[-1][0] in enters:
+        enter_node, handle = stack.pop()
+        try:
+            enter_node.exit_fn(handle)
+        except Exception:  # (the graph's own error is the one to see)
+            pass
 
 
 def enter(frame, ctx: Var) -> tuple[Var, Var]:
@@ -126,10 +241,16 @@ def enter(frame, ctx: Var) -> tuple[Var, Var]:
         if _changes_nothing(frame, ctx):
             ctx.handle = _NOTHING
             return ContextExitVar(ctx), ConstVar(None)
-        ctx.node = frame.tracer.graph.record_effect(ctx.enter_fn, ctx.args)
+        ctx.node = frame.tracer.graph.record_effect(Enter(ctx.kind, ctx.enter_fn, ctx.exit_fn), ctx.args)
+        ctx.node.meta["mode_switch"] = ctx.kind != "record_function"  # (a profiler range changes no result)
         ctx.handle = ctx.enter_fn(*ctx.args)
         frame.tracer.open_contexts.append(ctx)
-        return ContextExitVar(ctx), ConstVar(None)
+        bound = ConstVar(None)
+        if ctx.exit_fn is _exit_torch_context and ctx.handle[1] is not None:  # what `as` binds
+            if not _plain(ctx.handle[1]):
+                raise Unsupported(f"`with {ctx.kind}(...) as x`: what its __enter__ returns is an object of the call")
+            bound = const(ctx.handle[1])  # (sdpa_kernel's `{}`: a new one each call, as the trace's is)
+        return ContextExitVar(ctx), bound
     from .instances import call_bound, dunder
     enter_fn, exit_fn = dunder(frame, ctx, "__enter__"), dunder(frame, ctx, "__exit__")
     if enter_fn is None or exit_fn is None:
@@ -165,7 +286,7 @@ def leave(frame, ctx: Var) -> None:
         ctx.handle = None
         return
     close(frame.tracer, ctx)
-    frame.tracer.graph.record_effect(ctx.exit_fn, (ctx.node,))
+    frame.tracer.graph.record_effect(Exit(ctx.node.target), (ctx.node,))
 
 
 def close(tracer, ctx: RecordedContextVar) -> None:

@@ -165,6 +165,17 @@ def hint(fn, caller_module: str | None) -> bool:
     return name in TORCH_HINTS and caller_module is not None and caller_module.split(".")[0] == "torch"
 
 
+def dynamo_patch(fn):
+    """The function under a `torch._dynamo.disable` wrapper Dynamo puts on torch's Python
+    libraries when torch.compile first runs (every optimizer's `_init_group`: Dynamo runs it
+    its own way), or None. rewrite traces those libraries as they are, so it calls the original."""
+    if getattr(fn, "_torchdynamo_disable", False) is True:
+        inner = getattr(fn, "_torchdynamo_orig_callable", None)
+        if python_library(inner):
+            return inner
+    return None
+
+
 def disabled(fn) -> str | None:
     """Why `fn` always runs eagerly, if a decorator said so: `rewrite.disable`,
     `torch._dynamo.disable` or `torch.compiler.disable` (the wrapper those return names the
@@ -172,7 +183,7 @@ def disabled(fn) -> str | None:
     if isinstance(fn, types.FunctionType) and fn.__code__.co_qualname == "_disable_dynamo.<locals>.inner" \
             and fn.__globals__.get("__name__") == "torch._compile":  # torch's own (lazy) torch._dynamo.disable
         return f"call to {_describe(getattr(fn, '__wrapped__', fn))}, marked torch._disable_dynamo"
-    if getattr(fn, "_torchdynamo_disable", False) is True:
+    if getattr(fn, "_torchdynamo_disable", False) is True and dynamo_patch(fn) is None:
         inner = getattr(fn, "_torchdynamo_orig_callable", fn)
         msg = getattr(fn, "_torchdynamo_disable_msg", None)
         return f"call to {_describe(inner)}, marked torch.compiler.disable" + (f" ({msg})" if msg else "")

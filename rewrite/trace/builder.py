@@ -131,6 +131,14 @@ def wrap(tracer, value, source):
 DICTS = (dict, collections.OrderedDict, collections.defaultdict)
 
 
+def _pybind_enum_member(value) -> bool:
+    """A member of a C++ enum torch exposes (`SDPBackend.MATH`): one object per member."""
+    members = getattr(type(value), "__members__", None)
+    if not isinstance(members, dict) or isinstance(value, type):
+        return False
+    return any(value is m for m in members.values())
+
+
 def _wrap_dict(tracer, value, source, t, add) -> DictVar:
     """A dict, OrderedDict or defaultdict: its keys guarded in order (literal keys compared as
     one tuple; others -- tensors, modules, objects -- each wrapped from `list(d)[i]`), its
@@ -177,7 +185,7 @@ def _wrap(tracer, value, source, t, add):
     if t in SCALARS:
         add(EqualsMatch(source, value))
         return ConstVar(value, source)
-    if isinstance(value, SINGLETONS):  # dtypes, memory formats, layouts, enum members
+    if isinstance(value, SINGLETONS) or _pybind_enum_member(value):  # dtypes, memory formats, layouts, enum members
         add(IdMatch(source, value))
         return ConstVar(value, source)
     if isinstance(value, numbers.Number) and not isinstance(value, torch.Tensor):

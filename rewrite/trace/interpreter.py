@@ -177,10 +177,13 @@ class Tracer:
             global_source = fn.globals_source
         else:
             from ..bytecode import original_code
-            from ..ops.markers import disabled
+            from ..ops.markers import disabled, dynamo_patch
             why = disabled(fn)  # (however it was reached: a call, a method, a property, a hook)
             if why is not None:
                 raise Unsupported(why)
+            original = dynamo_patch(fn)
+            if original is not None:  # (Dynamo's wrapper on torch.optim's _init_group: the function itself)
+                fn, fn_source = original, AttrSource(fn_source, "_torchdynamo_orig_callable") if fn_source else None
             code, globals_ = original_code(fn.__code__), fn.__globals__
             defaults = tuple(self.wrap(v, ItemSource(AttrSource(fn_source, "__defaults__"), i) if fn_source else None)
                              for i, v in enumerate(fn.__defaults__ or ()))
