@@ -123,7 +123,8 @@ def plan(tracer, error: Unsupported):
         if not undo_to_checkpoint():  # the eager step changes it again, so the trace forgets it
             return None
         tracer.side_effects.undo_to_checkpoint()
-    if any(isinstance(v, ContextExitVar) and not isinstance(v.ctx, (GradModeVar, RecordedContextVar)) for v in cp.stack):
+    if any(isinstance(v, ContextExitVar) and not isinstance(v.ctx, GradModeVar)
+           and not (isinstance(v.ctx, RecordedContextVar) and v.ctx.fresh is not None) for v in cp.stack):
         return None  # (a context the entry could not enter again around the eager step)
     base = _grad_mode_outside(cp)
     if base is None:

@@ -79,11 +79,13 @@ def test_a_module_with_weights_made_in_the_call_breaks_the_graph():
     assert_same(rewrite.jit(eager_copy(f))(torch.ones(1, 4)), expected)
 
 
-def test_torch_context_manager_left_when_the_graph_breaks_inside():
+def test_a_break_inside_a_torch_context_manager_keeps_its_block_whole():
+    """A generic torch context (fork_rng restores at exit what its enter saw) is not split in
+    two at a break: the call runs as eager runs it."""
     def f(x):
         with torch.autograd.graph.disable_saved_tensors_hooks("inside"):
             y = x * 2
-            print("", end="")  # the eager step runs inside a fresh one
+            print("", end="")
             z = y + torch._C._autograd._saved_tensors_hooks_get_disabled_error_message().__len__()
         return z, torch._C._autograd._saved_tensors_hooks_get_disabled_error_message()
 

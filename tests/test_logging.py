@@ -57,6 +57,7 @@ def test_log_records_come_from_the_graph_in_order_at_the_users_line():
 
 
 def test_warning_once_as_transformers_adds_it_warns_once():
+    saved = logging.Logger.__dict__.get("warning_once")  # (transformers puts its own there)
     logging.Logger.warning_once = warning_once
     try:
         def f(x):
@@ -70,7 +71,10 @@ def test_warning_once_as_transformers_adds_it_warns_once():
         assert [r[1] for r in handler.records] == ["loss type unrecognised"]
         log.removeHandler(handler)
     finally:
-        del logging.Logger.warning_once
+        if saved is None:
+            del logging.Logger.warning_once
+        else:
+            logging.Logger.warning_once = saved
         warning_once.cache_clear()
 
 

@@ -9,7 +9,7 @@ from torch import nn
 import rewrite
 from rewrite import dispatcher_of, jit
 
-from conftest import CompileCounter, assert_same
+from conftest import CompileCounter, assert_same, eager_copy
 
 
 class Block(nn.Module):
@@ -113,11 +113,15 @@ def test_instances_of_one_class_share_compiled_code():
     assert cnt.frame_count == 1  # parameters are graph inputs, not constants
 
 
-def test_forward_hook_breaks_the_graph_and_still_runs():
-    lin, ref = nn.Linear(3, 3), None
+def test_forward_hooks_and_pre_hooks_are_traced_into_the_graph():
+    lin = nn.Linear(3, 3)
     ref = copy.deepcopy(lin)
     for m in (lin, ref):
+        m.register_forward_pre_hook(lambda mod, inp: (inp[0] * 2,))
+        m.register_forward_pre_hook(lambda mod, args, kwargs: ((args[0] + 1,), kwargs), with_kwargs=True)
         m.register_forward_hook(lambda mod, inp, out: out * 10)
+        m.register_forward_hook(lambda mod, inp, out: None)  # (None: the output stays)
+        m.register_forward_hook(lambda mod, args, kwargs, out: out + args[0].sum(), with_kwargs=True)
 
     def f(x):
         return lin(x).relu() + 1
@@ -125,19 +129,40 @@ def test_forward_hook_breaks_the_graph_and_still_runs():
     def g(x):
         return ref(x).relu() + 1
 
-    jit(f)
+    compiled = jit(eager_copy(f), fullgraph=True)
     x = torch.randn(2, 3)
     for _ in range(2):
-        assert_same(f(x), g(x))
-    assert any("hook" in (e.eager_reason or "") for e in dispatcher_of(f).entries)
+        assert_same(compiled(x), g(x))
+    handle = lin.register_forward_hook(lambda mod, inp, out: out - 5)  # a new hook: the guard sees it
+    ref.register_forward_hook(lambda mod, inp, out: out - 5)
+    assert_same(compiled(x), g(x))
+    handle.remove()
 
 
 def test_fullgraph_names_the_hook():
     lin = nn.Linear(3, 3)
-    lin.register_forward_pre_hook(lambda mod, inp: None)
+    lin.register_full_backward_hook(lambda mod, gin, gout: None)
     jit_fn = jit(lambda m, x: m(x), fullgraph=True)
     with pytest.raises(rewrite.Unsupported, match="hook"):
         jit_fn(lin, torch.randn(2, 3))
+
+
+def test_backward_hooks_break_the_graph_and_still_run():
+    lin = nn.Linear(3, 3)
+    ref = copy.deepcopy(lin)
+    seen = []
+    for m in (lin, ref):
+        m.register_full_backward_hook(lambda mod, gin, gout: seen.append(1))
+
+    def f(x):
+        return lin(x).relu().sum()
+
+    compiled = jit(eager_copy(f))
+    x = torch.randn(2, 3)
+    compiled(x).backward()
+    ref(x).relu().sum().backward()
+    assert seen == [1, 1]
+    assert any("hook" in (e.eager_reason or "") for e in dispatcher_of(compiled).entries)
 
 
 def test_sequential_indexing_and_len():

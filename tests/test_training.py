@@ -269,3 +269,35 @@ def test_transformers_gpt2_training_step_with_labels_is_bit_equal():
     assert [r.reason for r in out.break_reasons][1] == "Tensor.backward() (autograd or storage side effect)"
     forward, update = out.ops_per_graph
     assert "cross_entropy" in forward and "embedding" in forward
+
+
+def test_transformers_gradient_checkpointing_is_traced_as_checkpoint_nodes():
+    import os
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=100, n_positions=64)
+    model = transformers.GPT2LMHeadModel(cfg).train()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})  # (a forward hook too)
+    twin = copy.deepcopy(model)
+    opt, twin_opt = (torch.optim.AdamW(m.parameters(), lr=1e-3) for m in (model, twin))
+
+    def step(model, opt, ids):
+        opt.zero_grad()
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = rewrite.jit(eager_copy(step))
+    ids = torch.randint(0, 100, (2, 16))
+    for i in range(3):
+        torch.manual_seed(100 + i)
+        a = compiled(model, opt, ids)
+        torch.manual_seed(100 + i)
+        b = step(twin, twin_opt, ids)
+        assert torch.equal(a, b)
+        assert all(torch.equal(p, q) for p, q in zip(model.parameters(), twin.parameters()))
+    out = rewrite.explain(eager_copy(step))(model, opt, ids)
+    assert out.graph_count == 2 and not out.eager_reasons, out.break_reasons
+    assert out.ops_per_graph[0].count("checkpoint") == 2  # one per layer

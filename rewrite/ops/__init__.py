@@ -7,7 +7,6 @@ is the interface the opcode handlers use: `getattr_`, `call`, and the re-exports
 from __future__ import annotations
 
 import functools
-import logging
 import operator
 import types
 import weakref
@@ -16,11 +15,12 @@ import torch
 
 from ..errors import Unsupported
 from ..guards.source import AttrSource
-from ..trace.values import (AttrDictVar, BoundVar, ConstVar, ContextExitVar, DictVar, RecordedContextVar, ExceptionVar, FunctionVar, GradModeVar, InstanceVar,
+from ..trace.values import (AttrDictVar, BoundVar, ConstVar, ContextExitVar, DictVar, RecordedContextVar, ExceptionVar, FunctionVar, InstanceVar,
                             ListVar, MethodVar, ObjectVar, PartialVar, ScalarVar, SetVar, SuperVar, SymIntVar, TensorVar, TupleVar,
                             Var)
 from .builtins import BUILTINS, PURE, call_builtin
-from . import bases, context_vars, contexts, functions, higher_order, instances, library, markers  # (functions, library: BUILTINS rules)
+# (containers, functions, library: their BUILTINS rules register when imported)
+from . import bases, containers, context_vars, contexts, functions, higher_order, instances, library, log_calls, markers
 from .core import (const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate, key_of, make_slice,
                    python_value, setitem, truthy, unpack)
 from .objects import dict_method, getattr_object, list_method, setattr_object, tuple_field, tuple_method
@@ -46,9 +46,9 @@ def getattr_(frame, obj: Var, name: str) -> Var:
     if isinstance(obj, TensorVar):
         return getattr_tensor(frame, obj, name)
     if isinstance(obj, ObjectVar):
-        if name in LOG_EMITTERS and isinstance(obj.value, (logging.Logger, logging.LoggerAdapter)):
-            return MethodVar(obj, name)  # (called below: `_logger_method`)
-        method = library.class_method(obj, name)  # dict.fromkeys, itertools.chain.from_iterable
+        if log_calls.emitter(obj, name):
+            return MethodVar(obj, name)  # (called below: `log_calls.logger_method`)
+        method = containers.class_method(obj, name)  # dict.fromkeys, itertools.chain.from_iterable
         if method is not None:
             return method
         return getattr_object(frame, obj, name)
@@ -152,9 +152,9 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     why = markers.breaks(value) or markers.disabled(value)
     if why is not None:
         raise Unsupported(why)
-    if _is_logging(value) and getattr(value, "__module__", None) == "logging" and value.__name__ in LOG_EMITTERS:
-        return _log_call(frame, value, args, kwargs)  # logging.warning(...): in the graph, in order
-    if _is_logging(value):
+    if log_calls.module_emitter(value):
+        return log_calls.log_call(frame, value, args, kwargs)  # logging.warning(...): in the graph, in order
+    if log_calls.is_logging(value):
         raise Unsupported(f"call to {getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '?')} "
                           "(printing and logging break the graph)", "move the logging call out of the compiled function")
     if markers.allowed(value):
@@ -268,39 +268,6 @@ def _call_object(frame, obj: Var, args, kwargs) -> Var:
     return instances.call_bound(frame, method, args, kwargs)
 
 
-LOGGING_MODULES = ("logging", "warnings")
-# what a Logger (or the logging module) emits records with, as transformers adds to it: called
-# by the graph where eager calls them, with eager's arguments; they return None
-LOG_EMITTERS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log",
-                "warning_once", "info_once", "warning_advice"}
-
-
-def _log_call(frame, fn, args, kwargs) -> Var:
-    """`logger.warning_once(msg)`: a node of the graph that makes the call (at the user's line,
-    so the record names it as eager's does), in program order; not run while tracing."""
-    from ..bytecode.resume import at_user_line
-    inst = frame.instructions[frame.ip - 1]
-    thunk = at_user_line(frame.code, inst.offset, "call", globals_=frame.globals)
-    frame.tracer.graph.outward_call(thunk, fn, args, kwargs)
-    return const(None)
-
-
-def _logger_method(frame, logger: ObjectVar, name: str, args, kwargs) -> Var:
-    if logger.source is not None:  # (the bound method is a constant of the graph: that very logger)
-        from ..guards.guard import IdMatch
-        frame.tracer.guards.add(IdMatch(logger.source, logger.value))
-    return _log_call(frame, getattr(logger.value, name), args, kwargs)
-
-
-def _is_logging(fn) -> bool:
-    """logging.info, a Logger's methods, warnings.warn: run where Python runs them."""
-    owner = getattr(fn, "__self__", None)
-    if isinstance(fn, types.MethodType) and isinstance(owner, (logging.Logger, logging.LoggerAdapter)):
-        return True
-    module = getattr(fn, "__module__", None)
-    return module in LOGGING_MODULES and callable(fn) and not isinstance(fn, type)
-
-
 def _hashable(v) -> bool:
     try:
         hash(v)
@@ -316,8 +283,7 @@ def _call_method(frame, m: MethodVar, args, kwargs) -> Var:
     if isinstance(self, (ListVar, DictVar, TupleVar)) and m.name in _CONTAINER_DUNDERS and not kwargs:
         return _CONTAINER_DUNDERS[m.name](frame, self, *args)  # `d.__setitem__(k, v)`, `xs.__len__()`
     if isinstance(self, ListVar) and self.py_type is not list:
-        from .objects import deque_method
-        return deque_method(frame, self, m.name, args, kwargs)
+        return containers.deque_method(frame, self, m.name, args, kwargs)
     if isinstance(self, ListVar):
         return list_method(frame, self, m.name, args, kwargs)
     if isinstance(self, DictVar):
@@ -335,9 +301,9 @@ def _call_method(frame, m: MethodVar, args, kwargs) -> Var:
             return context_vars.method(frame, self, m.name, args, kwargs)
         import inspect
         fn = inspect.getattr_static(self.value, m.name)
-        if isinstance(self.value, (logging.Logger, logging.LoggerAdapter)) and m.name in LOG_EMITTERS:
-            return _logger_method(frame, self, m.name, args, kwargs)
-        if isinstance(self.value, (logging.Logger, logging.LoggerAdapter)):
+        if log_calls.emitter(self, m.name):
+            return log_calls.logger_method(frame, self, m.name, args, kwargs)
+        if isinstance(self.value, log_calls.LOGGERS):
             raise Unsupported(f"call to {type(self.value).__name__}.{m.name} (printing and logging break the graph)",
                               "move the logging call out of the compiled function")
         return frame.tracer.inline(fn, [self, *args], kwargs, instances._on_class(self, m.name), frame)

@@ -5,7 +5,6 @@ Python value (PURE); anything else is unsupported.
 """
 from __future__ import annotations
 
-import collections
 import copy
 import functools
 import inspect
@@ -16,7 +15,6 @@ import torch
 
 from ..errors import Unsupported, WholeCallEager, python_error
 from ..guards.guard import HasAttrMatch
-from ..guards.source import AttrSource
 from ..trace.values import (BoundVar, ConstVar, ExceptionVar, GradModeVar, InstanceVar, PartialVar, RecordedContextVar, SetVar, SymIntVar,
                             SuperVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar,
                             TensorVar, TupleVar, Var)
@@ -393,36 +391,6 @@ def _dict(frame, args, kwargs):
                 items[key_of(k)] = v
     items.update(kwargs)
     return DictVar(items)
-
-
-@rule(collections.deque)
-def _deque(frame, args, kwargs):
-    bound = dict(zip(("iterable", "maxlen"), args)) | kwargs
-    if len(args) > 2 or set(bound) - {"iterable", "maxlen"}:
-        raise python_error(TypeError, "deque() takes at most 2 arguments")
-    maxlen = python_value(bound.get("maxlen", ConstVar(None)), "deque(maxlen=)")
-    if maxlen is not None and (type(maxlen) is not int or maxlen < 0):
-        raise python_error(ValueError if type(maxlen) is int else TypeError, "maxlen must be non-negative")
-    items = unpack(frame, bound["iterable"]) if "iterable" in bound else []
-    return ListVar(items[len(items) - maxlen:] if maxlen is not None else items, py_type=collections.deque,
-                   maxlen=maxlen)
-
-
-@rule(collections.OrderedDict)
-def _ordered_dict(frame, args, kwargs):
-    made = _dict(frame, args, kwargs)
-    made.py_type = collections.OrderedDict
-    return made
-
-
-@rule(collections.defaultdict)
-def _defaultdict(frame, args, kwargs):
-    factory = args[0] if args else ConstVar(None)
-    if isinstance(factory, ConstVar) and factory.value is not None and not callable(factory.value):
-        raise python_error(TypeError, "first argument must be callable or None")
-    made = _dict(frame, list(args[1:]), kwargs)
-    made.py_type, made.factory = collections.defaultdict, factory
-    return made
 
 
 def sort_keys(frame, items: list[Var], key: Var | None, what: str) -> list:

@@ -145,8 +145,9 @@ def torch_context(frame, factory, args, kwargs) -> RecordedContextVar:
     real_kwargs = {k: python_value(v, f"{factory.__qualname__}()") for k, v in kwargs.items()}
     enter_fn = functools.partial(_enter_torch_context, factory, real_args, real_kwargs)
     enter_fn.__name__ = factory.__qualname__
-    return RecordedContextVar(factory.__qualname__, enter_fn, _exit_torch_context, (),
-                              functools.partial(factory, *real_args, **real_kwargs))
+    # (no `fresh`: a graph break inside does not split it -- fork_rng's exit restores what its
+    # enter saw, so two blocks are not one)
+    return RecordedContextVar(factory.__qualname__, enter_fn, _exit_torch_context, (), None)
 
 
 def _plain(value) -> bool:

@@ -289,40 +289,6 @@ def _accumulate(frame, args, kwargs):
     return IteratorVar(step=step)
 
 
-def dict_fromkeys(cls, iterable, value=None):
-    """`dict.fromkeys` / `OrderedDict.fromkeys` / `defaultdict.fromkeys`, a name the tracer
-    can hold (the classmethod is bound anew on each access)."""
-    return cls.fromkeys(iterable, value)
-
-
-@rule(dict_fromkeys)
-def _dict_fromkeys(frame, args, kwargs):
-    from ..trace.values import DictVar
-    from .core import key_of
-    if kwargs or len(args) not in (2, 3):
-        raise Unsupported("fromkeys() arguments (the call raises eagerly)")
-    cls = args[0].value
-    value = args[2] if len(args) == 3 else ConstVar(None)
-    made = DictVar({key_of(k): value for k in unpack(frame, args[1])}, py_type=cls)
-    if cls is collections.defaultdict:
-        made.factory = ConstVar(None)
-    return made
-
-
-# class attributes that are classmethods of builtin types, as Vars (see getattr_ in ops/__init__)
-CLASS_METHODS = {
-    (dict, "fromkeys"): dict_fromkeys, (collections.OrderedDict, "fromkeys"): dict_fromkeys,
-    (collections.defaultdict, "fromkeys"): dict_fromkeys, (itertools.chain, "from_iterable"): chain_from_iterable,
-}
-
-
-def class_method(cls_var: ObjectVar, name: str):
-    fn = CLASS_METHODS.get((cls_var.value, name)) if isinstance(cls_var.value, type) else None
-    if fn is None:
-        return None
-    return PartialVar(ObjectVar(fn), [cls_var] if fn is dict_fromkeys else [], {})
-
-
 # --- builtins that act on attributes ----------------------------------------------------------------------
 @rule(setattr)
 def _setattr(frame, args, kwargs):

@@ -53,6 +53,7 @@ STATE: dict[tuple[str, str], tuple[str, str | None]] = {
     ("torch.cuda", "device_count"): ("fixed", None),
     ("torch.backends.mps", "is_available"): ("fixed", None),
     ("torch._C", "_get_privateuse1_backend_name"): ("fixed", None),
+    ("torch._C", "_accelerator_getAccelerator"): ("fixed", None),  # torch.accelerator.current_accelerator()
     ("torch", "get_default_dtype"): ("guarded", None),  # (a DefaultDtypeMatch, as factories add)
     ("torch.distributed", "is_initialized"): ("guarded", None),
     ("torch.distributed.distributed_c10d", "is_initialized"): ("guarded", None),

@@ -1,10 +1,12 @@
 """Calls of nn.Module instances: inlined into the caller's graph, as Dynamo does.
 
-`m(x)` runs `type(m).forward(m, x)` in the tracer when nothing else would run around it:
-no hooks on the module (forward, pre-forward, backward), none registered globally, and
-`__call__` not overridden. The hook dicts get a length guard, the method found an identity
-guard; parameters and buffers are read as attributes, so they become graph inputs and two
-instances of one class share compiled code. Anything else is a graph break at the call.
+`m(x)` runs `type(m).forward(m, x)` in the tracer, and the module's forward pre-hooks and
+forward hooks around it as `nn.Module._call_impl` runs them (transformers' gradient
+checkpointing registers one on the input embeddings), when `__call__` is not overridden and
+there are no backward hooks and no global hooks. The hook dicts are guarded (empty ones with
+one check), the method found by identity; parameters and buffers are read as attributes, so
+they become graph inputs and two instances of one class share compiled code. Anything else is
+a graph break at the call.
 """
 from __future__ import annotations
 
@@ -32,12 +34,67 @@ def call_module(frame, var: ObjectVar, args: list[Var], kwargs: dict[str, Var]) 
         raise Unsupported(f"call to {cls.__qualname__}, which overrides nn.Module.__call__")
     if any(getattr(module_globals, name, None) for name in GLOBAL_HOOKS):
         raise Unsupported("call to an nn.Module while global module hooks are registered (they run eagerly)")
-    for name in HOOKS:
+    for name in BACKWARD_HOOKS:
         if getattr(m, name, None):
             raise Unsupported(f"call to {cls.__qualname__} with {name.strip('_').replace('_', ' ')} "
                               "(the call runs eagerly, hooks and all)")
+    hooked = bool(m._forward_hooks or m._forward_pre_hooks)
     if var.source is not None:
-        tracer.guards.add(NoHooksMatch(var.source, HOOKS))  # (one check for the four)
+        tracer.guards.add(NoHooksMatch(var.source, BACKWARD_HOOKS if hooked else HOOKS))  # (one check for them all)
+    fn, fn_source = _forward_of(frame, var)
+    if hooked:
+        return _call_with_hooks(frame, var, fn, fn_source, args, kwargs)
+    return tracer.inline(fn, [var, *args], kwargs, fn_source, frame)
+
+
+BACKWARD_HOOKS = ("_backward_hooks", "_backward_pre_hooks")
+
+
+def _hook_table(frame, var: ObjectVar, name: str):
+    """One of the module's hook dicts (or id sets) as a DictVar, its keys guarded."""
+    value = getattr(var.value, name)
+    return frame.tracer.wrap(value, AttrSource(var.source, name) if var.source is not None else None)
+
+
+def _call_with_hooks(frame, var, fn, fn_source, args, kwargs) -> Var:
+    """What nn.Module._call_impl does around forward with forward pre-hooks and forward hooks
+    (in order, `with_kwargs` ones given the keyword arguments, a hook's non-None result taking
+    the place of the arguments or of the output), traced."""
+    from . import call
+    from ..trace.values import ConstVar, DictVar
+    tracer = frame.tracer
+    args_var, kwargs_var = TupleVar(list(args)), DictVar(dict(kwargs))
+    pre, pre_kw = _hook_table(frame, var, "_forward_pre_hooks"), _hook_table(frame, var, "_forward_pre_hooks_with_kwargs")
+    for key, hook in list(pre.items.items()):
+        if key in pre_kw.items:
+            out = call(frame, hook, [var, args_var, kwargs_var], {})
+            if not (isinstance(out, ConstVar) and out.value is None):
+                if not (isinstance(out, TupleVar) and len(out.items) == 2 and isinstance(out.items[0], TupleVar)
+                        and isinstance(out.items[1], DictVar)):
+                    raise Unsupported("a forward pre-hook that does not return (args, kwargs) (the call raises eagerly)")
+                args_var, kwargs_var = out.items
+        else:
+            out = call(frame, hook, [var, args_var], {})
+            if not (isinstance(out, ConstVar) and out.value is None):
+                args_var = out if isinstance(out, TupleVar) and out.py_type is tuple else TupleVar([out])
+    if not all(isinstance(k, str) for k in kwargs_var.items):
+        raise Unsupported("keyword arguments that are not strings (the call raises eagerly)")
+    result = tracer.inline(fn, [var, *args_var.items], dict(kwargs_var.items), fn_source, frame)
+    post, post_kw = _hook_table(frame, var, "_forward_hooks"), _hook_table(frame, var, "_forward_hooks_with_kwargs")
+    for key, hook in list(post.items.items()):
+        if key in post_kw.items:
+            out = call(frame, hook, [var, args_var, kwargs_var, result], {})
+        else:
+            out = call(frame, hook, [var, args_var, result], {})
+        if not (isinstance(out, ConstVar) and out.value is None):
+            result = out
+    return result
+
+
+def _forward_of(frame, var: ObjectVar):
+    """The forward `m(...)` runs, and its source (guarded)."""
+    m, tracer = var.value, frame.tracer
+    cls = type(m)
     own = m.__dict__.get("forward")
     if own is not None:  # jit(module) put a jitted forward on the instance
         if not (isinstance(own, types.MethodType) and own.__self__ is m and isinstance(own.__func__, types.FunctionType)):
@@ -54,7 +111,7 @@ def call_module(frame, var: ObjectVar, args: list[Var], kwargs: dict[str, Var]) 
         if fn_source is not None:
             tracer.guards.add(IdMatch(fn_source, fn))
             tracer.guards.add(NotInDictMatch(var.source, "forward"))
-    return tracer.inline(fn, [var, *args], kwargs, fn_source, frame)
+    return fn, fn_source
 
 
 def container_modules(frame, var: Var):

@@ -321,51 +321,6 @@ def list_method(frame, lst: ListVar, name: str, args: list[Var], kwargs) -> Var:
     return ConstVar(None)
 
 
-def deque_method(frame, d: ListVar, name: str, args: list[Var], kwargs) -> Var:
-    """collections.deque's methods on a ListVar that is one (`maxlen` trims the other end)."""
-    items = d.items
-    if kwargs:
-        raise Unsupported(f"deque.{name} with keyword arguments (the call raises eagerly)")
-    if name in ("append", "appendleft", "extend", "extendleft"):
-        new = [args[0]] if name.startswith("append") else None
-        if new is None:
-            new = list(args[0].items) if isinstance(args[0], (ListVar, TupleVar)) else unpack(frame, args[0])
-        mutating(frame, d)
-        for item in new:
-            if name in ("append", "extend"):
-                items.append(item)
-                if d.maxlen is not None and len(items) > d.maxlen:
-                    del items[0]
-            else:
-                items.insert(0, item)
-                if d.maxlen is not None and len(items) > d.maxlen:
-                    del items[-1]
-        return ConstVar(None)
-    if name in ("pop", "popleft"):
-        if args:
-            raise python_error(TypeError, f"deque.{name}() takes no arguments ({len(args)} given)")
-        if not items:
-            raise python_error(IndexError, f"{name} from an empty deque")
-        mutating(frame, d)
-        return items.pop() if name == "pop" else items.pop(0)
-    if name == "rotate":
-        n = python_value(args[0], "deque.rotate()") if args else 1
-        mutating(frame, d)
-        if items:
-            n %= len(items)
-            items[:] = items[-n:] + items[:-n] if n else items
-        return ConstVar(None)
-    if name == "insert":
-        if d.maxlen is not None and len(items) >= d.maxlen:
-            raise python_error(IndexError, "deque already at its maximum size")
-        return list_method(frame, d, name, args, kwargs)
-    if name == "copy":
-        return ListVar(items, py_type=d.py_type, maxlen=d.maxlen)
-    if name in ("clear", "reverse", "index", "count", "remove"):
-        return list_method(frame, d, name, args, kwargs)
-    raise Unsupported(f"deque.{name}")
-
-
 def dict_method(frame, d: DictVar, name: str, args: list[Var], kwargs) -> Var:
     items = d.items
     if name == "get":

@@ -540,7 +540,7 @@ class RecordedContextVar(Var):
     """`torch.inference_mode()`, `torch.autocast(...)`: entered for real while tracing, and
     recorded in the graph as `enter_fn(*args)` ... `exit_fn(<what enter returned>)`. `fresh()`
     makes an equal context manager (a graph break inside the block re-enters one around the
-    eager step and in the resume function)."""
+    eager step and in the resume function); None: a break inside cannot split the block."""
     __slots__ = ("kind", "enter_fn", "exit_fn", "args", "handle", "node", "fresh")
 
     def __init__(self, kind: str, enter_fn, exit_fn, args: tuple, fresh):

@@ -1,0 +1,122 @@
+"""collections' containers as the tracer holds them: `deque` (a ListVar with `py_type` deque
+and its `maxlen`), `OrderedDict` and `defaultdict` (DictVars with `py_type`, the latter with its
+`default_factory`), and `fromkeys` of the three dict types. Registered in the BUILTINS table.
+"""
+from __future__ import annotations
+
+import collections
+import itertools
+
+from ..errors import Unsupported, python_error
+from ..trace.values import ConstVar, DictVar, ListVar, ObjectVar, PartialVar, TupleVar, Var
+from .builtins import _dict, rule
+from .core import key_of, python_value, unpack
+from .library import chain_from_iterable
+from .objects import list_method, mutating
+
+
+@rule(collections.deque)
+def _deque(frame, args, kwargs):
+    bound = dict(zip(("iterable", "maxlen"), args)) | kwargs
+    if len(args) > 2 or set(bound) - {"iterable", "maxlen"}:
+        raise python_error(TypeError, "deque() takes at most 2 arguments")
+    maxlen = python_value(bound.get("maxlen", ConstVar(None)), "deque(maxlen=)")
+    if maxlen is not None and (type(maxlen) is not int or maxlen < 0):
+        raise python_error(ValueError if type(maxlen) is int else TypeError, "maxlen must be non-negative")
+    items = unpack(frame, bound["iterable"]) if "iterable" in bound else []
+    return ListVar(items[len(items) - maxlen:] if maxlen is not None else items, py_type=collections.deque,
+                   maxlen=maxlen)
+
+
+@rule(collections.OrderedDict)
+def _ordered_dict(frame, args, kwargs):
+    made = _dict(frame, args, kwargs)
+    made.py_type = collections.OrderedDict
+    return made
+
+
+@rule(collections.defaultdict)
+def _defaultdict(frame, args, kwargs):
+    factory = args[0] if args else ConstVar(None)
+    if isinstance(factory, ConstVar) and factory.value is not None and not callable(factory.value):
+        raise python_error(TypeError, "first argument must be callable or None")
+    made = _dict(frame, list(args[1:]), kwargs)
+    made.py_type, made.factory = collections.defaultdict, factory
+    return made
+
+
+def deque_method(frame, d: ListVar, name: str, args: list[Var], kwargs) -> Var:
+    """collections.deque's methods on a ListVar that is one (`maxlen` trims the other end)."""
+    items = d.items
+    if kwargs:
+        raise Unsupported(f"deque.{name} with keyword arguments (the call raises eagerly)")
+    if name in ("append", "appendleft", "extend", "extendleft"):
+        new = [args[0]] if name.startswith("append") else None
+        if new is None:
+            new = list(args[0].items) if isinstance(args[0], (ListVar, TupleVar)) else unpack(frame, args[0])
+        mutating(frame, d)
+        for item in new:
+            if name in ("append", "extend"):
+                items.append(item)
+                if d.maxlen is not None and len(items) > d.maxlen:
+                    del items[0]
+            else:
+                items.insert(0, item)
+                if d.maxlen is not None and len(items) > d.maxlen:
+                    del items[-1]
+        return ConstVar(None)
+    if name in ("pop", "popleft"):
+        if args:
+            raise python_error(TypeError, f"deque.{name}() takes no arguments ({len(args)} given)")
+        if not items:
+            raise python_error(IndexError, f"{name} from an empty deque")
+        mutating(frame, d)
+        return items.pop() if name == "pop" else items.pop(0)
+    if name == "rotate":
+        n = python_value(args[0], "deque.rotate()") if args else 1
+        mutating(frame, d)
+        if items:
+            n %= len(items)
+            items[:] = items[-n:] + items[:-n] if n else items
+        return ConstVar(None)
+    if name == "insert":
+        if d.maxlen is not None and len(items) >= d.maxlen:
+            raise python_error(IndexError, "deque already at its maximum size")
+        return list_method(frame, d, name, args, kwargs)
+    if name == "copy":
+        return ListVar(items, py_type=d.py_type, maxlen=d.maxlen)
+    if name in ("clear", "reverse", "index", "count", "remove"):
+        return list_method(frame, d, name, args, kwargs)
+    raise Unsupported(f"deque.{name}")
+
+
+def dict_fromkeys(cls, iterable, value=None):
+    """`dict.fromkeys` / `OrderedDict.fromkeys` / `defaultdict.fromkeys`, a name the tracer
+    can hold (the classmethod is bound anew on each access)."""
+    return cls.fromkeys(iterable, value)
+
+
+@rule(dict_fromkeys)
+def _dict_fromkeys(frame, args, kwargs):
+    if kwargs or len(args) not in (2, 3):
+        raise Unsupported("fromkeys() arguments (the call raises eagerly)")
+    cls = args[0].value
+    value = args[2] if len(args) == 3 else ConstVar(None)
+    made = DictVar({key_of(k): value for k in unpack(frame, args[1])}, py_type=cls)
+    if cls is collections.defaultdict:
+        made.factory = ConstVar(None)
+    return made
+
+
+# class attributes that are classmethods of builtin types, as Vars (see getattr_ in ops/__init__)
+CLASS_METHODS = {
+    (dict, "fromkeys"): dict_fromkeys, (collections.OrderedDict, "fromkeys"): dict_fromkeys,
+    (collections.defaultdict, "fromkeys"): dict_fromkeys, (itertools.chain, "from_iterable"): chain_from_iterable,
+}
+
+
+def class_method(cls_var: ObjectVar, name: str):
+    fn = CLASS_METHODS.get((cls_var.value, name)) if isinstance(cls_var.value, type) else None
+    if fn is None:
+        return None
+    return PartialVar(ObjectVar(fn), [cls_var] if fn is dict_fromkeys else [], {})
