@@ -833,9 +833,19 @@ def test_nn_module_passed_as_argument_is_inlined():
     check(f, torch.nn.ReLU(), t(4, 3))
 
 
-def test_nn_module_with_a_forward_hook_runs_eagerly():
+def test_nn_module_with_a_forward_hook_traces_the_hook():
     lin = torch.nn.Linear(3, 2).requires_grad_(False)
     lin.register_forward_hook(lambda mod, inp, out: out * 10)
+
+    def f(x):
+        return lin(x).relu()
+
+    check(f, t(4, 3))
+
+
+def test_nn_module_with_a_backward_hook_runs_eagerly():
+    lin = torch.nn.Linear(3, 2)
+    lin.register_full_backward_pre_hook(lambda mod, gout: None)
 
     def f(x):
         return lin(x).relu()

@@ -185,8 +185,7 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
             isinstance(value, types.FunctionType) and is_torch_callable(value) and not global_effect(value) \
             and _python_arguments([*args, *kwargs.values()]):
         # torch.nn.init._calculate_correct_fan, torch.optim's functions, and any torch function in
-        # Python given objects a graph op cannot take (an optimizer, a generator) or no tensor at
-        # all (it computes on Python values): traced as Python
+        # Python given objects a graph op cannot take (an optimizer, a generator): traced as Python
         return tracer.inline(value, args, kwargs, fn.source, frame)
     if is_torch_callable(value) and not (isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType)):
         return call_torch(frame, value, args, kwargs)  # (a method of a torch class in Python is inlined below)
@@ -223,28 +222,21 @@ _GRAPH_CONSTANTS = (type, types.FunctionType, types.BuiltinFunctionType, types.M
 
 
 def _python_arguments(values) -> bool:
-    """Whether `values` (and what their tuples, lists and dicts hold) hold no tensor, or an
-    object a graph op cannot be given: an instance, a generator, a function made while tracing."""
-    tensors = False
-
-    def objects(values) -> bool:
-        nonlocal tensors
-        for v in values:
-            if isinstance(v, (TupleVar, ListVar)):
-                if objects(v.items):
-                    return True
-            elif isinstance(v, DictVar):
-                if objects(v.items.values()):
-                    return True
-            elif isinstance(v, ObjectVar):
-                if not isinstance(v.value, _GRAPH_CONSTANTS):
-                    return True
-            elif isinstance(v, (TensorVar, ScalarVar, SymIntVar)):
-                tensors = True
-            elif not isinstance(v, ConstVar):
+    """Whether `values` (or what their tuples, lists and dicts hold) hold an object a graph op
+    cannot be given: an instance, a generator, a function made while tracing."""
+    for v in values:
+        if isinstance(v, (TupleVar, ListVar)):
+            if _python_arguments(v.items):
                 return True
-        return False
-    return objects(values) or not tensors
+        elif isinstance(v, DictVar):
+            if _python_arguments(v.items.values()):
+                return True
+        elif isinstance(v, ObjectVar):
+            if not isinstance(v.value, _GRAPH_CONSTANTS):
+                return True
+        elif not isinstance(v, (ConstVar, TensorVar, ScalarVar, SymIntVar)):
+            return True
+    return False
 
 
 _VAR_KINDS = {set: SetVar, frozenset: SetVar, list: ListVar, dict: DictVar, tuple: TupleVar}

@@ -27,8 +27,8 @@ def const(value) -> Var:
         return TupleVar([const(v) for v in value], py_type=t)
     if t is list:
         return ListVar([const(v) for v in value])
-    if t is dict:
-        return DictVar({k: const(v) for k, v in value.items()})
+    if t is dict:  # (keys as key_of makes them: an object hashed by identity is found by identity)
+        return DictVar({k if type(k) in IMMUTABLE else key_of(const(k)): const(v) for k, v in value.items()})
     if isinstance(value, torch.Tensor):
         raise Unsupported("a tensor constant the tracer cannot locate as an input")
     return ObjectVar(value)
