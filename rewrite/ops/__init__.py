@@ -183,7 +183,7 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return call_torch(frame, value._opoverload, args, kwargs)
     if markers.python_helper(value) or markers.python_library(value) or \
             isinstance(value, types.FunctionType) and is_torch_callable(value) and not global_effect(value) \
-            and _python_arguments([*args, *kwargs.values()]):
+            and _holds_objects([*args, *kwargs.values()]):
         # torch.nn.init._calculate_correct_fan, torch.optim's functions, and any torch function in
         # Python given objects a graph op cannot take (an optimizer, a generator): traced as Python
         return tracer.inline(value, args, kwargs, fn.source, frame)
@@ -221,15 +221,15 @@ _LRU_CACHE = type(functools.lru_cache(None)(lambda: None))
 _GRAPH_CONSTANTS = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)
 
 
-def _python_arguments(values) -> bool:
+def _holds_objects(values) -> bool:
     """Whether `values` (or what their tuples, lists and dicts hold) hold an object a graph op
     cannot be given: an instance, a generator, a function made while tracing."""
     for v in values:
         if isinstance(v, (TupleVar, ListVar)):
-            if _python_arguments(v.items):
+            if _holds_objects(v.items):
                 return True
         elif isinstance(v, DictVar):
-            if _python_arguments(v.items.values()):
+            if _holds_objects(v.items.values()):
                 return True
         elif isinstance(v, ObjectVar):
             if not isinstance(v.value, _GRAPH_CONSTANTS):

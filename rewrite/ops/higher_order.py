@@ -76,8 +76,7 @@ def trace_body(frame, fn: Var, args: list[Var], kwargs: dict, params: list[Var],
         raise Unsupported(f"a function run by {what} that changes state (side effects are not traced there)")
     leaves: list = []
     _leaves(result, leaves)
-    created = graph._created[mark[0]:]
-    body = [n for n in created if n.op != "placeholder"]
+    body = [n for n in graph.created_since(mark) if n.op != "placeholder"]
     inside = set(body)
     sub = torch.fx.Graph()
     env: dict = {}
@@ -101,12 +100,9 @@ def trace_body(frame, fn: Var, args: list[Var], kwargs: dict, params: list[Var],
                 lift(used)
         env[n] = sub.node_copy(n, lambda x: env[x])
     sub.output(tuple(env[v.node] if v.node in env else lift(v.node) for v in leaves))
-    for n in reversed(body):
-        if n.users and any(u not in inside for u in n.users):
-            raise Unsupported(f"a value computed inside {what} is used outside it")
-        graph.graph.erase_node(n)
-    graph._created[mark[0]:] = [n for n in created if n.op == "placeholder"]
-    graph.op_count = mark[1]
+    if any(u not in inside for n in body for u in n.users):
+        raise Unsupported(f"a value computed inside {what} is used outside it")
+    graph.drop_since(mark)
     module = torch.fx.GraphModule(torch.nn.Module(), sub)
     return Body(module, lifted, result, leaves)
 

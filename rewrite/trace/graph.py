@@ -184,6 +184,20 @@ class GraphBuilder:
     def mark(self) -> tuple:
         return (len(self._created), self.op_count)
 
+    def created_since(self, mark: tuple) -> list:
+        """The nodes made since `mark` (a higher-order op's body: see ops/higher_order.py)."""
+        return self._created[mark[0]:]
+
+    def drop_since(self, mark: tuple) -> None:
+        """Erase the op nodes made since `mark` (moved to a graph of their own); the inputs they
+        made stay graph inputs."""
+        made = self._created[mark[0]:]
+        for node in reversed(made):
+            if node.op != "placeholder":
+                self.graph.erase_node(node)
+        self._created[mark[0]:] = [n for n in made if n.op == "placeholder"]
+        self.op_count = mark[1]
+
     def rollback(self, mark: tuple) -> None:
         """Forget every node made since `mark` (a graph break keeps only what came before)."""
         n, ops = mark
