@@ -17,6 +17,7 @@ FACTS = {  # fixed for the process (or for constant arguments)
     "cuda": lambda x: x + torch.cuda.is_available() + torch.cuda.device_count(),
     "fan": lambda x: x * torch.nn.init._calculate_correct_fan(torch.empty(3, 4), "fan_in")
     + torch.nn.init.calculate_gain("leaky_relu", 0.2),
+    "default_device": lambda x: torch.zeros(2, device=torch.get_default_device()) + x.sum(),  # (guarded)
     "finfo": lambda x: x + torch.finfo(x.dtype).eps + torch.finfo(torch.float16).max + torch.iinfo(torch.int8).max,
 }
 

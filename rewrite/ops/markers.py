@@ -55,6 +55,7 @@ STATE: dict[tuple[str, str], tuple[str, str | None]] = {
     ("torch._C", "_get_privateuse1_backend_name"): ("fixed", None),
     ("torch._C", "_accelerator_getAccelerator"): ("fixed", None),  # torch.accelerator.current_accelerator()
     ("torch", "get_default_dtype"): ("guarded", None),  # (a DefaultDtypeMatch, as factories add)
+    ("torch", "get_default_device"): ("guarded", None),
     ("torch.distributed", "is_initialized"): ("guarded", None),
     ("torch.distributed.distributed_c10d", "is_initialized"): ("guarded", None),
     ("torch", "get_autocast_dtype"): ("guarded", "autocast"),
