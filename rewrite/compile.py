@@ -105,7 +105,7 @@ def plan_outputs(cap: Capture) -> None:
         def rebuild(v: Var) -> str:
             if v.source is not None:
                 return v.source.expr()  # an input returned as it is: the very same object
-            if isinstance(v, (ListVar, DictVar, InstanceVar, SetVar)):
+            if isinstance(v, (ListVar, DictVar, InstanceVar, SetVar, IteratorVar)):  # (one object, however often held)
                 if id(v) not in built:
                     name = built[id(v)] = f"___b{len(built)}"
                     return f"({name} := {build(v)})"

@@ -112,3 +112,87 @@ def test_a_flag_set_and_reset_in_the_call_is_no_write():
     COLLECTOR.value = 5  # what the call started from is guarded
     assert_same(compiled(x), f(x))
     COLLECTOR.value = None
+
+
+# -- what a review of this machinery found (each was a wrong result) ----------------------------------------------
+def grow_then_break(lst, d, x):
+    lst.append(len(lst))
+    d["n"] = d.get("n", 0) + 1
+    print("", end="")
+    return x + len(lst)
+
+
+def test_lists_and_dicts_that_came_in_are_undone_at_a_break():
+    def f(lst, d, x):
+        lst.append(-1)
+        d["m"] = 5
+        return grow_then_break(lst, d, x), lst, d
+
+    compiled = rewrite.jit(eager_copy(f))
+    for _ in range(2):
+        a, b = f([1], {}, torch.ones(2)), compiled([1], {}, torch.ones(2))
+        assert_same(b[0], a[0])
+        assert b[1:] == a[1:]
+
+
+def flag_then_break(x):
+    x.requires_grad_()
+    print("", end="")
+    return x * 2
+
+
+def test_requires_grad_of_an_input_in_the_failing_call_is_not_set_by_the_trace():
+    def f(x):
+        w = x * 1
+        y = flag_then_break(x)
+        return y.requires_grad, w.requires_grad
+
+    compiled = rewrite.jit(eager_copy(f))
+    for _ in range(2):
+        assert compiled(torch.ones(2)) == f(torch.ones(2)) == (True, False)
+
+
+def advance_then_break(it, x):
+    first = next(it)
+    print("", end="")
+    return first
+
+
+def test_an_iterator_advanced_by_the_failing_call_is_put_back():
+    def f(x):
+        it = iter([1, 2, 3])
+        r = advance_then_break(it, x)
+        return x + next(it) * 10 + r
+
+    assert_same(rewrite.jit(eager_copy(f))(torch.ones(2)), f(torch.ones(2)))
+
+
+def write_dict_then_break(o, x):
+    o.__dict__["a"] = o.a + 1
+    print("", end="")
+    return x
+
+
+def test_an_objects_dict_written_by_the_failing_call_is_put_back():
+    def f(x):
+        o = Box()
+        o.a = 0
+        write_dict_then_break(o, x)
+        return o.a
+
+    assert rewrite.jit(eager_copy(f))(torch.ones(1)) == f(torch.ones(1)) == 1
+
+
+def test_a_flag_deleted_and_set_again_moves_to_the_end_as_in_eager():
+    def f(o, x):
+        del o.a
+        o.a = 1
+        return x + 1
+
+    compiled = rewrite.jit(eager_copy(f))
+    for _ in range(2):
+        a, b = Box(), Box()
+        for o in (a, b):
+            o.a, o.b = 1, 2
+        compiled(a, torch.ones(1)), f(b, torch.ones(1))
+        assert list(vars(a)) == list(vars(b)) == ["b", "a"]

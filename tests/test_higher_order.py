@@ -163,3 +163,32 @@ def test_cond_runs_under_the_triton_backend():
     for sign in (1, -1):
         x = torch.rand(16) * sign
         torch.testing.assert_close(compiled(x, w), f(x, w))
+
+
+def keep_and_checkpoint(x):
+    saved = []
+
+    def body(t):
+        y = t.sin()
+        saved.append(y)  # changes a list made before the body: the checkpoint call runs as it is
+        return y * 2
+    return cp.checkpoint(body, x, use_reentrant=False) + saved[0]
+
+
+def test_a_checkpointed_body_that_changes_what_it_did_not_make_runs_as_eager():
+    def f(x):
+        return keep_and_checkpoint(x)
+
+    x = torch.randn(3, requires_grad=True)
+    assert_same(rewrite.jit(eager_copy(f))(x), f(x))
+
+    def g(x):
+        t = None
+
+        def body(u):
+            nonlocal t
+            t = u.cos()
+            return u * 2
+        return cp.checkpoint(body, x, use_reentrant=False) + t
+
+    assert_same(rewrite.jit(eager_copy(g))(x), g(x))

@@ -116,3 +116,57 @@ def test_a_dict_keyed_by_a_tensor_that_is_not_the_same_object_next_call_recompil
     assert compiled({a: 1}, a) == 1
     assert compiled({a: 1}, b) == 0  # equal values, not the key itself
     assert compiled({b: 2}, b) == 2
+
+
+def test_dict_keys_with_their_own_hash_are_not_baked_in():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Point:
+        a: int
+
+    def f(d, k, x):
+        return x + d[k] if k in d else x - 100
+
+    compiled = rewrite.jit(eager_copy(f))
+    table = {Point(1): 1, Point(2): 2}
+    for k in (Point(1), Point(3), Point(2)):
+        assert torch.equal(compiled(table, k, torch.ones(1)), f(table, k, torch.ones(1)))
+
+
+def test_an_object_key_missing_at_trace_time_is_guarded_distinct():
+    class Key:
+        pass
+
+    k1 = Key()
+
+    def f(d, k, x):
+        return (x + d[k] if k in d else x - 100), d.get(k, 7)
+
+    compiled = rewrite.jit(eager_copy(f))
+    for k in (Key(), k1, Key(), k1):
+        got, want = compiled({k1: 1}, k, torch.ones(1)), f({k1: 1}, k, torch.ones(1))
+        assert torch.equal(got[0], want[0]) and got[1] == want[1]
+
+
+registry_calls = []
+
+
+@functools.lru_cache(None)
+def registry():
+    registry_calls.append(1)
+    return {}
+
+
+def test_lru_cache_with_a_mutable_result_or_side_effects_is_what_eager_does():
+    def f(x):
+        r = registry()
+        r["n"] = r.get("n", 0) + 1
+        return x + r["n"]
+
+    compiled = rewrite.jit(eager_copy(f))
+    got = [compiled(torch.ones(1)).item() for _ in range(3)]
+    registry.cache_clear()
+    registry_calls.clear()
+    want = [f(torch.ones(1)).item() for _ in range(3)]
+    assert got == want == [2.0, 3.0, 4.0] and registry_calls == [1]

@@ -195,10 +195,7 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         from ..guards.source import WeakrefSource  # `ref()`: what it refers to now (guarded: its identity)
         return tracer.wrap(value(), WeakrefSource(fn.source))
     if isinstance(value, _LRU_CACHE) and isinstance(getattr(value, "__wrapped__", None), types.FunctionType):
-        # a functools.lru_cache / cache wrapper: the function it wraps is traced (as Dynamo does;
-        # the cache is neither read nor filled by compiled calls -- the same for a pure function)
-        return tracer.inline(value.__wrapped__, args, kwargs, AttrSource(fn.source, "__wrapped__") if fn.source else None,
-                             frame)
+        return _cached_call(frame, fn, args, kwargs)
     if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
         self_source = AttrSource(fn.source, "__self__") if fn.source else None
         func_source = AttrSource(fn.source, "__func__") if fn.source else None
@@ -218,6 +215,38 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
 
 
 _LRU_CACHE = type(functools.lru_cache(None)(lambda: None))
+
+
+def _cached_call(frame, fn: ObjectVar, args, kwargs) -> Var:
+    """A call through a functools.lru_cache / cache wrapper. With constant arguments: the cache
+    is called now, as eager's first call would (filling it), and an immutable result is a
+    constant. Otherwise the wrapped function is traced -- if it changes nothing and returns no
+    container of its own (each compiled call would make a new one where eager hands out the
+    cached one); else the call is a graph break."""
+    from ..trace.values import end_watch, start_watch
+    from .instances import _immutable
+    value = fn.value
+    if all(foldable(a) for a in args) and all(foldable(v) for v in kwargs.values()):
+        result = fold(value, *(a.python_value() for a in args), **{k: v.python_value() for k, v in kwargs.items()})
+        if _constant(result):
+            return const(result)
+    source = AttrSource(fn.source, "__wrapped__") if fn.source else None
+    effects, watch = frame.tracer.side_effects, start_watch()
+    before = (len(effects.stores), len(effects.containers))
+    try:
+        result = frame.tracer.inline(value.__wrapped__, args, kwargs, source, frame)
+    finally:
+        changed = end_watch(watch)
+    if changed or (len(effects.stores), len(effects.containers)) != before or not _immutable(result):
+        raise Unsupported(f"call to lru_cache-wrapped {value.__wrapped__.__qualname__} that changes state or "
+                          "returns a container (compiled calls would not share the cached one)")
+    return result
+
+
+def _constant(value) -> bool:
+    if type(value) is tuple:
+        return all(_constant(v) for v in value)
+    return type(value) in (int, float, bool, str, bytes, type(None), complex, torch.dtype, torch.device)
 _GRAPH_CONSTANTS = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)
 
 

@@ -123,10 +123,26 @@ def key_of(v: Var):
         return IdentityKey(v, v)
     if isinstance(v, ObjectVar):
         t = type(v.value)
-        if t.__hash__ is object.__hash__ and t.__eq__ is object.__eq__:
+        if t.__hash__ is object.__hash__ and t.__eq__ is object.__eq__ or isinstance(v.value, IDENTITY_KEYS):
             return IdentityKey(v, v.value)
-        return v.value
+        raise Unsupported(f"dict key {describe(v)} with its own __hash__ (found by its value, which is not guarded)")
     raise Unsupported(f"dict key {describe(v)}")
+
+
+IDENTITY_KEYS = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType, types.MethodType)  # (by identity)
+
+
+def find_key(frame, items: dict, v: Var):
+    """`key_of(v)`, for a lookup in (or an insertion into) a dict holding `items`: when an
+    object that came in is not among the dict's keys, that it is none of the objects that came
+    in as keys is guarded (the lookup would find one of them if it were)."""
+    key = key_of(v)
+    if isinstance(key, IdentityKey) and isinstance(v, ObjectVar) and v.source is not None and key not in items:
+        from ..guards.guard import DistinctMatch
+        for k in items:
+            if isinstance(k, IdentityKey) and isinstance(k.var, ObjectVar) and k.var.source is not None:
+                frame.tracer.guards.add(DistinctMatch(v.source, k.var.source))
+    return key
 
 
 def make_slice(parts: list[Var]) -> Var:
@@ -269,10 +285,16 @@ def iterate(frame, v: Var) -> IteratorVar:
 def contains(frame, container: Var, item: Var) -> bool:
     if isinstance(container, SetVar):
         from .sets import member_key
-        return member_key(item) in container.items
+        found = member_key(item) in container.items
+        if not found and isinstance(item, ObjectVar) and item.source is not None:  # (as find_key guards)
+            from ..guards.guard import DistinctMatch
+            for member in container.items.values():
+                if isinstance(member, ObjectVar) and member.source is not None:
+                    frame.tracer.guards.add(DistinctMatch(item.source, member.source))
+        return found
     if isinstance(container, DictVar) or isinstance(container, DictViewVar) and container.kind == "keys":
         d = container if isinstance(container, DictVar) else container.dict_var
-        return key_of(item) in d.items
+        return find_key(frame, d.items, item) in d.items
     if isinstance(container, DictViewVar):
         container = ListVar(container.current())
     if isinstance(container, (TupleVar, ListVar)):
@@ -334,7 +356,7 @@ def getitem(frame, obj: Var, index: Var) -> Var:
         from . import attrdict
         return attrdict.getitem(frame, obj, index)
     if isinstance(obj, DictVar):
-        key = key_of(index)
+        key = find_key(frame, obj.items, index)
         if key not in obj.items:
             return missing(frame, obj, key)
         return obj.items[key]
@@ -403,7 +425,7 @@ def setitem(frame, obj: Var, index: Var, value: Var) -> None:
             fold(operator.setitem, obj.items, i, value)
         return
     if isinstance(obj, DictVar):
-        obj.items[key_of(index)] = value
+        obj.items[find_key(frame, obj.items, index)] = value
         return
     if isinstance(obj, AttrDictVar):
         from . import attrdict
@@ -426,7 +448,7 @@ def delitem(frame, obj: Var, index: Var) -> None:
         fold(operator.delitem, obj.items, plain_slice(python_value(index, "a list index")))
         return
     if isinstance(obj, DictVar):
-        fold(operator.delitem, obj.items, key_of(index))
+        fold(operator.delitem, obj.items, find_key(frame, obj.items, index))
         return
     if isinstance(obj, AttrDictVar):
         from ..trace.side_effects import DELETED

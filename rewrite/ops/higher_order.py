@@ -20,7 +20,8 @@ import torch
 import torch.fx
 
 from ..errors import Unsupported
-from ..trace.values import ConstVar, DictVar, ListVar, ObjectVar, SymIntVar, TensorVar, TupleVar, Var, mutations
+from ..trace.values import (ConstVar, DictVar, ListVar, ObjectVar, SymIntVar, TensorVar, TupleVar, Var, mutations,
+                            end_watch, start_watch)
 from .core import describe, python_value
 
 _VALUES = (TensorVar, SymIntVar)
@@ -70,9 +71,13 @@ def trace_body(frame, fn: Var, args: list[Var], kwargs: dict, params: list[Var],
     before = (mutations(), len(effects.stores), len(effects.containers), len(tracer.open_contexts),
               tracer.grad_enabled)
     mark = graph.mark()
-    result = call(frame, fn, args, kwargs)
-    if (mutations(), len(effects.stores), len(effects.containers), len(tracer.open_contexts),
-            tracer.grad_enabled) != before:
+    watch = start_watch()  # (changes to anything made before the body: a list, a cell, an object)
+    try:
+        result = call(frame, fn, args, kwargs)
+    finally:
+        changed = end_watch(watch)
+    if changed or (mutations(), len(effects.stores), len(effects.containers), len(tracer.open_contexts),
+                   tracer.grad_enabled) != before:
         raise Unsupported(f"a function run by {what} that changes state (side effects are not traced there)")
     leaves: list = []
     _leaves(result, leaves)

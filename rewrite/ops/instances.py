@@ -232,6 +232,7 @@ def generic_getattr_instance(frame, inst: InstanceVar, name: str, fallback: bool
         from ..trace.values import DictVar
         view = DictVar({})
         view.items = inst.attrs
+        view.born = inst.born  # (its changes are the object's: undone at a break as the object's are)
         return view
     static = class_attr(inst.cls, name)
     source = _on_class(inst, name)

@@ -15,7 +15,7 @@ from ..trace.values import (BoundVar, ConstVar, DictVar, DictViewVar, ListVar, M
                             note_mutation)
 from ..trace.side_effects import DELETED, location
 from . import context_vars, markers
-from .core import const, describe, fold, foldable, key_of, python_value, unpack
+from .core import const, describe, find_key, fold, foldable, key_of, python_value, unpack
 from .instances import (_MISSING, GENERIC_GETATTRIBUTE, OBJECT_SLOTS, bind, class_attr, class_source, getattr_fallback,
                         hooked_getattr, own_getattribute)
 
@@ -324,7 +324,7 @@ def list_method(frame, lst: ListVar, name: str, args: list[Var], kwargs) -> Var:
 def dict_method(frame, d: DictVar, name: str, args: list[Var], kwargs) -> Var:
     items = d.items
     if name == "get":
-        key = key_of(args[0])
+        key = find_key(frame, items, args[0])
         return items.get(key, args[1] if len(args) > 1 else ConstVar(None))
     if name in ("keys", "values", "items"):
         return DictViewVar(d, name)
@@ -335,7 +335,7 @@ def dict_method(frame, d: DictVar, name: str, args: list[Var], kwargs) -> Var:
             raise Unsupported(f"dict.{name}")
         mutating(frame, d)
         if name == "pop":
-            key = key_of(args[0])
+            key = find_key(frame, items, args[0])
             if key not in items and len(args) < 2:
                 raise python_error(KeyError, key_var(key).python_value())
             return items.pop(key, args[1] if len(args) > 1 else None)
@@ -353,7 +353,7 @@ def dict_method(frame, d: DictVar, name: str, args: list[Var], kwargs) -> Var:
             items.update(call_builtin(frame, dict, args, kwargs).items)
             return ConstVar(None)
         if name == "setdefault":
-            return items.setdefault(key_of(args[0]), args[1] if len(args) > 1 else ConstVar(None))
+            return items.setdefault(find_key(frame, items, args[0]), args[1] if len(args) > 1 else ConstVar(None))
         if name == "clear":
             items.clear()
             return ConstVar(None)

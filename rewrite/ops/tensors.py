@@ -238,6 +238,10 @@ def call_method(frame, name: str, args: list[Var], kwargs: dict[str, Var]) -> Va
         raise Unsupported(f"Tensor.{name}() reads a tensor's value into Python (data-dependent)",
                           "keep it out of the compiled function, or compute with tensors instead")
     if name == "requires_grad_":  # an autograd flag the graph switches where eager does (inputs too)
+        graph = frame.tracer.graph
+        if not graph.clone_inputs and (id(self.value) in graph.input_ids or graph.is_input_memory(self.value)):
+            from ..trace.graph import WritesInputs
+            raise WritesInputs()  # (traced again on copies: the trace must not change the caller's tensor)
         var = _record(frame, "call_method", name, args, kwargs, name)
         var.node.meta["writes"] = True  # (not a write into memory, but the ops after it depend on it)
         return var

@@ -80,6 +80,10 @@ class GraphBuilder:
             self._real_of[node] = value
         return node
 
+    def is_input_memory(self, t: torch.Tensor) -> bool:
+        """Whether `t` views an input's memory (a change to its metadata is the caller's too)."""
+        return _storage(t) in self.input_storages
+
     def var_of(self, node) -> TensorVar:
         """A TensorVar for a node whose tensor is still alive (what a higher-order op's body read)."""
         value = self._real_of.get(node)

@@ -50,9 +50,10 @@ class SideEffects:
         self.original: dict[Source, Var] = {}  # target -> the constant it held before the call
         self._saved_at, self._saved = -1, None  # the tables as they were at the root's latest checkpoint
 
-    def _changing(self) -> None:
-        """Before a change: the tables are saved once per checkpoint (see `undo_to_checkpoint`)."""
-        note_mutation()
+    def _changing(self, container: Var | None = None) -> None:
+        """Before a change (to `container`, a list or dict that came in, or to a name): the tables
+        are saved once per checkpoint (see `undo_to_checkpoint`), the container's items too."""
+        note_mutation(container)
         mark = watermark()
         if self._saved_at != mark:
             self._saved_at = mark
@@ -82,6 +83,9 @@ class SideEffects:
         if original is not None:
             self.original.setdefault(target, original)
         before = self.original.get(target)
+        if value is DELETED:
+            self.original.pop(target, None)  # (deleted and set again: it moves to the end of vars(o))
+            before = None
         if before is not None and _same_constant(before, value) and self.existed.get(target, existed):
             self.forget(target)  # back to what it held before the call: nothing to replay
             self.tracer.wrapped[target] = value
@@ -127,7 +131,7 @@ class SideEffects:
         """A list or dict that came in is about to change (its items are changed by the caller)."""
         if container.source is None:
             raise Unsupported("mutation of a list or dict the tracer cannot locate (no source)")
-        self._changing()
+        self._changing(container)
         self.containers[id(container)] = container
 
     def __bool__(self) -> bool:

@@ -49,14 +49,39 @@ def note_mutation(var: "Var | None" = None) -> None:
     graph break resumes from the root frame's latest checkpoint: what the failing part
     changed of anything that existed then is undone first (`undo_to_checkpoint`), since the
     eager step changes it again; what it made itself after the checkpoint does not count."""
-    global _mutations, _undoable
-    if var is None or getattr(var, "born", 0) < _watermark:
+    global _mutations, _undoable, _watched
+    born = getattr(var, "born", 0)
+    if _watch is not None and born < _watch:
+        _watched += 1
+    # (a Var with a source stands for an object that existed before the call, however late it was read)
+    if var is None or born < _watermark or var.source is not None:
         _mutations += 1
         if var is not None and id(var) not in _undo:
             saved = var.snapshot()
             if saved is NotImplemented:
                 _undoable = False
             _undo[id(var)] = (var, saved)
+
+
+_watch = None  # while a higher-order op's body is traced: the first serial of the body's own Vars
+_watched = 0  # changes since to Vars older than that
+
+
+def start_watch() -> tuple:
+    """From now on, count changes to Vars made before now (a higher-order op's body must make
+    none); returns what `end_watch` restores (bodies nest)."""
+    global _watch, _watched
+    saved = (_watch, _watched)
+    _watch, _watched = next(_serial), 0
+    return saved
+
+
+def end_watch(saved: tuple) -> int:
+    """The changes counted since `start_watch` (an enclosing watch counts them too)."""
+    global _watch, _watched
+    count = _watched
+    _watch, _watched = saved[0], saved[1] + count
+    return count
 
 
 def mutations() -> int:
@@ -329,13 +354,22 @@ class IteratorVar(Var):
 
     def next(self):
         if self.step is not None:
+            note_mutation(self)  # (a lazy one cannot be undone: see snapshot)
             return self.step()
         if self.on_next is not None:
             self.on_next()
         if self.pos >= len(self.items):
             return None
+        if self.born < _watermark:
+            note_mutation(self)
         self.pos += 1
         return self.items[self.pos - 1]
+
+    def snapshot(self):
+        return NotImplemented if self.step is not None else self.pos
+
+    def restore(self, saved) -> None:
+        self.pos = saved
 
 
 class DictViewVar(Var):
@@ -410,6 +444,12 @@ class CellVar(Var):
         super().__init__(source)
         self.contents = contents
         self.real = real
+
+    def snapshot(self):
+        return self.contents
+
+    def restore(self, saved) -> None:
+        self.contents = saved
 
 
 class InstanceVar(Var):

@@ -8,7 +8,7 @@ from ...errors import Unsupported
 from ...guards.source import CellContentsSource
 from ..interpreter import _Lazy, handler
 from ..side_effects import location
-from ..values import NULL, CellVar, ObjectVar
+from ..values import NULL, CellVar, ObjectVar, note_mutation
 
 
 @handler("LOAD_CONST")
@@ -71,6 +71,7 @@ def load_deref(frame, inst):
 def store_deref(frame, inst):
     cell = frame.cells[inst.argval]
     if cell.real is None:  # a cell made while tracing
+        note_mutation(cell)
         cell.contents = frame.pop()
     elif cell.source is None:
         raise Unsupported(f"assignment to nonlocal {inst.argval!r} of a function the tracer cannot locate")
