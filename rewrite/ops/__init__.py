@@ -220,16 +220,17 @@ _LRU_CACHE = type(functools.lru_cache(None)(lambda: None))
 def _cached_call(frame, fn: ObjectVar, args, kwargs) -> Var:
     """A call through a functools.lru_cache / cache wrapper. With constant arguments: the cache
     is called now, as eager's first call would (filling it), and an immutable result is a
-    constant. Otherwise the wrapped function is traced -- if it changes nothing and returns no
-    container of its own (each compiled call would make a new one where eager hands out the
-    cached one); else the call is a graph break."""
+    constant, an object other than a container the cached object itself. Otherwise the wrapped
+    function is traced -- if it changes nothing; the lists and dicts it returns are read-only to
+    the trace (eager hands out the cached one each call); else the call is a graph break."""
     from ..trace.values import end_watch, start_watch
-    from .instances import _immutable
     value = fn.value
     if all(foldable(a) for a in args) and all(foldable(v) for v in kwargs.values()):
         result = fold(value, *(a.python_value() for a in args), **{k: v.python_value() for k, v in kwargs.items()})
         if _constant(result):
             return const(result)
+        if not isinstance(result, (list, dict, set, torch.Tensor)):  # the very object the cache holds (einops'
+            return ObjectVar(result)  # recipe): what eager's every call gets; a container could change
     source = AttrSource(fn.source, "__wrapped__") if fn.source else None
     effects, watch = frame.tracer.side_effects, start_watch()
     before = (len(effects.stores), len(effects.containers))
@@ -237,10 +238,23 @@ def _cached_call(frame, fn: ObjectVar, args, kwargs) -> Var:
         result = frame.tracer.inline(value.__wrapped__, args, kwargs, source, frame)
     finally:
         changed = end_watch(watch)
-    if changed or (len(effects.stores), len(effects.containers)) != before or not _immutable(result):
+    if changed or (len(effects.stores), len(effects.containers)) != before or not _freeze(result):
         raise Unsupported(f"call to lru_cache-wrapped {value.__wrapped__.__qualname__} that changes state or "
-                          "returns a container (compiled calls would not share the cached one)")
+                          "returns an object of its own (compiled calls would not share the cached one)")
     return result
+
+
+def _freeze(v: Var) -> bool:
+    """Make the lists and dicts of a cached call's result read-only for the trace (eager hands
+    out the one cached object: a change to it is a graph break, where eager changes that one);
+    False when it holds an object that cannot be (a set, an instance)."""
+    from .instances import _immutable
+    if isinstance(v, (ListVar, DictVar)) and v.source is None:
+        v.mutable = False
+        return all(_freeze(i) for i in (v.items if isinstance(v, ListVar) else v.items.values()))
+    if isinstance(v, TupleVar):
+        return all(_freeze(i) for i in v.items)
+    return _immutable(v)
 
 
 def _constant(value) -> bool:

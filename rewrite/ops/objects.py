@@ -253,9 +253,11 @@ def raw_setattr_object(frame, var: Var, name: str, value, plain: bool = False) -
         raise Unsupported(f"del of attribute {name!r} it does not have (the call raises eagerly)")
     effects = frame.tracer.side_effects
     original = None
-    if name in inst_dict and type(inst_dict[name]) in (type(None), bool, int, str) and effects.stored(target, where) is None:
-        original = frame.tracer.wrap(inst_dict[name], target)  # (guarded: a flag set and reset again
-    effects.store(target, value, where, existed=name in inst_dict, original=original)  # is no write)
+    if name in inst_dict and type(inst_dict[name]) in (type(None), bool) and effects.stored(target, where) is None:
+        # a flag (None or a bool; not a counter, which would recompile each call): what it held is
+        # guarded, so a flag set and reset again in the call is no write
+        original = frame.tracer.wrap(inst_dict[name], target)
+    effects.store(target, value, where, existed=name in inst_dict, original=original)
 
 
 # --- container methods -----------------------------------------------------------------------------------
