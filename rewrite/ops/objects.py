@@ -15,7 +15,7 @@ from ..trace.values import (BoundVar, ConstVar, DictVar, DictViewVar, ListVar, M
                             note_mutation)
 from ..trace.side_effects import DELETED, location
 from . import context_vars, markers
-from .core import const, describe, find_key, fold, foldable, key_of, python_value, unpack
+from .core import const, describe, find_key, fold, foldable, python_value, unpack
 from .instances import (_MISSING, GENERIC_GETATTRIBUTE, OBJECT_SLOTS, bind, class_attr, class_source, getattr_fallback,
                         hooked_getattr, own_getattribute)
 
