@@ -150,3 +150,18 @@ def test_generate_gives_eager_tokens(make):
     forward = rewrite.dispatcher_of(model)  # the prompt, the first step, then the cache's length dynamic
     assert forward.compiles <= 3 and all(e.reason is None for e in forward.entries), \
         [e.reason for e in forward.entries]
+
+
+def test_generate_with_a_pad_token_in_the_prompt_keeps_the_mask_length_dynamic():
+    """A pad token makes generate pass an attention mask that grows each step; the padding mask
+    is read with index tensors (`mask[batch_idx, kv_idx]`), whose result size follows them."""
+    model, eager = pair(gpt2)
+    rewrite.jit(model)
+    ids = torch.randint(1, 100, (1, 6))
+    ids[0, 2] = 0
+    kw = dict(max_new_tokens=8, do_sample=False, pad_token_id=0)
+    with torch.no_grad():
+        torch.testing.assert_close(model.generate(ids, **kw), eager.generate(ids, **kw))
+    forward = rewrite.dispatcher_of(model)
+    assert forward.compiles <= 4 and all(e.reason is None for e in forward.entries), \
+        [e.reason for e in forward.entries]

@@ -329,6 +329,10 @@ def getitem(env, args, kwargs):
     shape = list(args[0].shape())
     index = args[1]
     parts = index.items if isinstance(index, TupleVar) else [index]
+    if parts and len(parts) <= len(shape) and all(
+            isinstance(p, TensorVar) and not p.value.dtype.is_floating_point and p.value.dtype is not torch.bool
+            for p in parts):  # `mask[batch_idx, kv_idx]`: integer index tensors on the leading dims
+        return [tuple(broadcast(env, *(p.shape() for p in parts))) + tuple(shape[len(parts):])]
     out, i = [], 0
     ellipsis = [p for p in parts if isinstance(p, ConstVar) and p.value is Ellipsis]
     consumed = sum(1 for p in parts if not (isinstance(p, ConstVar) and (p.value is None or p.value is Ellipsis)))
