@@ -123,6 +123,8 @@ def test_einops_allowed_in_graph_is_one_node():
     rewrite.allow_in_graph(op)
     out = rewrite.explain(lambda x: op(x) + 1)(torch.randn(2, 3))
     assert out.graph_count == 1 and out.ops_per_graph[0][0] == "op"
+    x = torch.randn(2, 3)
+    assert_same(rewrite.jit(lambda t: op(t) + 1, fullgraph=True)(x), op(x) + 1)
 
 
 @pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])

@@ -127,6 +127,8 @@ def test_a_graph_break_the_user_calls_still_breaks_inside_torch_optim_code_paths
 
     out = rewrite.explain(f)(torch.ones(3))
     assert out.graph_count == 2 and out.graph_break_count == 1
+    x = torch.randn(3)
+    assert torch.equal(rewrite.jit(eager_copy(f))(x), f(x))
 
 
 def test_lr_change_recompiles_and_steps_as_eager():

@@ -84,7 +84,7 @@ def getattr_(frame, obj: Var, name: str) -> Var:
 def _named_tuple_attr(frame, t: TupleVar, name: str):
     """A method or property a namedtuple class (`typing.NamedTuple`) defines itself."""
     cls = t.py_type
-    if cls is tuple or not hasattr(cls, "_fields") or not _heap(cls):
+    if cls is tuple or not hasattr(cls, "_fields") or not instances._heap_type(cls):
         return None
     static = instances.class_attr(cls, name)
     if static is instances._MISSING or any(name in base.__dict__ for base in (tuple, object)):
@@ -94,10 +94,6 @@ def _named_tuple_attr(frame, t: TupleVar, name: str):
     if isinstance(static, property):
         return instances._property_get(frame, t, static, name, source)
     return instances.bind(frame, t, static, name, source)
-
-
-def _heap(cls) -> bool:
-    return bool(cls.__flags__ & (1 << 9))
 
 
 def setattr_(frame, obj: Var, name: str, value) -> None:

@@ -104,8 +104,9 @@ _FIELDS = {
 def field(ctx: RecordedContextVar, name: str):
     """`ctx.mode`, `ctx.name`, `ctx.fast_dtype`: a constructor argument of a traced context
     (what `clone()` reads when `@torch.inference_mode()` decorates a function), or None."""
-    for cls, (_, taken) in _FIELDS.items():
-        if CONSTRUCTORS.get(cls) is not None and ctx.kind == _KINDS.get(cls) and name in taken:
+    for cls, kind in _KINDS.items():
+        taken = _FIELDS[cls][1]
+        if ctx.kind == kind and name in taken:
             return ConstVar(ctx.args[taken.index(name)])
     return None
 
@@ -126,7 +127,8 @@ def is_torch_context(fn) -> bool:
     if isinstance(fn, types.FunctionType) and fn.__code__ is _CONTEXTMANAGER_CODE:
         inner = getattr(fn, "__wrapped__", None)
         return f"{getattr(inner, '__module__', '')}.".startswith("torch.")
-    return isinstance(fn, type) and bool(fn.__flags__ & (1 << 9)) and f"{fn.__module__}.".startswith("torch.") \
+    from .instances import _heap_type
+    return isinstance(fn, type) and _heap_type(fn) and f"{fn.__module__}.".startswith("torch.") \
         and hasattr(fn, "__enter__") and hasattr(fn, "__exit__") and not issubclass(fn, torch.nn.Module)
     # (classes written in Python only: torch.device is a context manager too, and a value)
 

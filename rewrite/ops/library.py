@@ -133,14 +133,21 @@ def _chain(frame, args, kwargs):
     if kwargs:
         raise Unsupported("itertools.chain() takes no keyword arguments (the call raises eagerly)")
     sources = list(args)
+    return _chained(frame, lambda: sources.pop(0) if sources else None)
+
+
+def _chained(frame, next_iterable) -> IteratorVar:
+    """The items of the iterables `next_iterable()` gives (None: no more), lazily, as Python's
+    chain: each iterable is iterated when reached."""
     state = {"current": None}
 
-    def step():  # lazily, as Python's chain: each iterable is iterated when reached
+    def step():
         while True:
             if state["current"] is None:
-                if not sources:
+                iterable = next_iterable()
+                if iterable is None:
                     return None
-                state["current"] = iterate(frame, sources.pop(0))
+                state["current"] = iterate(frame, iterable)
             item = state["current"].next()
             if item is not None:
                 return item
@@ -241,21 +248,7 @@ def chain_from_iterable(iterable):
 def _chain_from_iterable(frame, args, kwargs):
     if kwargs or len(args) != 1:
         raise Unsupported("chain.from_iterable() takes one argument (the call raises eagerly)")
-    outer = iterate(frame, args[0])
-    state = {"current": None}
-
-    def step():
-        while True:
-            if state["current"] is None:
-                inner = outer.next()
-                if inner is None:
-                    return None
-                state["current"] = iterate(frame, inner)
-            item = state["current"].next()
-            if item is not None:
-                return item
-            state["current"] = None
-    return IteratorVar(step=step)
+    return _chained(frame, iterate(frame, args[0]).next)
 
 
 @rule(itertools.accumulate)
