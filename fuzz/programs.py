@@ -36,7 +36,9 @@ range), after side effects on a list or an object; sets of Python values (displa
 exception (`Guard`), `@contextmanager` generators (`scope`, `quiet`), a `@torch.no_grad()` helper;
 `sorted`/`min`/`max` with `key=`, `functools.partial` (made in the call, or passed in: `FnSpec`, its
 argument changing between calls), `functools.reduce`, `operator.itemgetter`/`attrgetter`,
-`itertools.chain`/`product`. A prelude helper is put into the program's source when a statement
+`itertools.chain`/`product`; lists, deques, sets and dicts filled from iterables that read them as they
+grow (`FILLS`, `--focus fills`: extend, `+=`, extendleft, update, `|=`, slice assignment, the container
+as its own argument, maxlen). A prelude helper is put into the program's source when a statement
 names it; placeholders such as `{acc}`, `{pair}`, `{set}` name a value of that kind, made on the spot
 when the program has none. Programs are run as a module named `fuzz_program` (`Program.load`).
 
@@ -45,6 +47,7 @@ constructs (say, nothing but writes into aliased inputs) are common.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import re
 import string
@@ -698,6 +701,37 @@ SETS_SET = [  # set methods that mutate
     "{mset}.add({k})", "{mset}.discard(2)", "{mset}.update({a}.shape)", "{mset} |= {{{k}}}", "{mset} -= {{0}}",
     "try:\n    {mset}.remove({k})\nexcept KeyError:\n    {mset}.add(-1)", "{mset}.pop() if {mset} else None",
 ]
+FILLS = [  # containers filled from iterables that read them as they grow (CPython: item by item or whole first)
+    "{new} = [{k}, {a}.dim()]\n{new}.extend(len({new}) + i for i in range({k} % 3 + 1))",
+    "{new} = [{a}]\n{new}.extend({new}[-1] * 2 for _ in range(2))",
+    "{new} = [{a}, {b}]\n{new} += ({new}[-1] + t for t in {new}[:1])",
+    "{new} = [{k}, 1]\n{new}.extend({new})",
+    "{new} = [{k}, 1]\n{new}[1:] = (len({new}) + i for i in range(2))",
+    "{log}.extend(len({log}) + i for i in range(2))",
+    "{log} += ({a}.shape[0] * len({log}) for _ in range(2))",
+    "{new} = collections.deque([{k}, 1], maxlen=3)\n{new}.extend(len({new}) + i for i in range(3))",
+    "{new} = collections.deque([{a}])\n{new}.extendleft({new}[0] * i for i in range(2))",
+    "{new} = collections.deque([{k}])\n{new}.extendleft({new})\n{new2} = list({new})",
+    "{new} = collections.deque([{a}], maxlen=2)\n{new} += ({new}[-1] + 1 for _ in range(3))\n{new2} = list({new})",
+    "{new} = collections.deque([{k}, 2], maxlen={k} % 3 + 1)\n{new}.extend({new})",
+    "{new} = {{{k}, 1}}\n{new}.update(len({new}) + i for i in range(3))",
+    "{new} = {{{k}, 1}}\n{new}.update([len({new})], (len({new}) * i for i in range(3)))",
+    "{new} = {{{k}, 1, 2}}\n{new}.difference_update(len({new}) - i for i in range(3))",
+    "{new} = {{{k}, 1, 2}}\n{new}.intersection_update(i for i in range(len({new}) + {k} % 3))",
+    "{new} = {{{k}, 1}}\n{new}.symmetric_difference_update(len({new}) + i for i in range(2))",
+    "{new} = {{{k}, 2}}\n{new2} = {new}\n{new} |= {{len({new}), {a}.dim()}}",
+    "{new} = {{{k}, 2}}\n{new2} = {new}\n{new} |= dict.fromkeys([len({new})]).keys()",
+    "{new} = {{{k}, 2}}\n{new} ^= {new}",
+    "{new} = {{'a': {a}}}\n{new}.update((f'k{{len({new})}}', {a} * len({new})) for _ in range(2))",
+    "{new} = {{'a': {k}}}\n{new2} = {new}\n{new} |= ((str(len({new})), len({new})) for _ in range(2))",
+    "{new} = {{'a': {k}}}\n{new2} = {new}\n{new} |= {{'b': {a}}}",
+    "{new} = collections.OrderedDict(a={a})\n{new}.update((str(len({new})), {b}) for _ in range(2))",
+    "{new} = collections.defaultdict(int, a={k})\n{new}.update(zip('bc', (len({new}) for _ in range(2))))",
+    "{new} = {{'a': {k}}}\n{new}.update({new}, b=len({new}))",
+    "{new} = dict((str(i), {a} * i) for i in range({k} % 3 + 1))",
+    "{new} = {{'a': {k}}}\ntry:\n    {new}.update([('b', 1), (1, 2, 3)])\nexcept ValueError as e:\n    {new2} = str(e)",
+    "{new} = [{k}]\ntry:\n    {new}.extend(len({new}) // ({k} % 2) for _ in range(2))\nexcept ZeroDivisionError:\n    {new2} = len({new})",
+]
 CONTEXTS = ["torch.inference_mode()", 'torch.autocast("cpu", dtype=torch.bfloat16)', 'torch.autocast("cpu")',
             "contextlib.nullcontext()", "contextlib.suppress(KeyError)", "torch.inference_mode(False)",
             'torch.autocast("cpu", enabled=False)', "torch.no_grad(), torch.inference_mode()"]
@@ -854,7 +888,8 @@ EXCEPTION_RULES = [(4, rule_block(EXCEPTIONS))]
 SET_RULES = [(2, rule_bind(SETS_NEW, "s")), (2, rule_bind(SETS_USE)), (1, rule_block(SETS_SET))]
 CONTEXT_RULES = [(2, rule_context), (2, rule_block(CONTEXT_BLOCKS))]
 FUNCTIONAL_RULES = [(3, rule_bind(FUNCTIONAL)), (1, rule_block(FUNCTIONAL_BLOCKS))]
-PYTHON_RULES = CLASS_RULES + EXCEPTION_RULES + SET_RULES + CONTEXT_RULES + FUNCTIONAL_RULES
+FILL_RULES = [(2, rule_block(FILLS))]
+PYTHON_RULES = CLASS_RULES + EXCEPTION_RULES + SET_RULES + CONTEXT_RULES + FUNCTIONAL_RULES + FILL_RULES
 
 
 WRITE_RULES = [
@@ -878,6 +913,8 @@ FOCUS = {
     "classes": CLASS_RULES + [(2, rule_assign(BINARY)), (1, rule_write(INPLACE)), (1, rule_box)],
     "exceptions": EXCEPTION_RULES + [(2, rule_assign(BINARY)), (1, rule_write(INPLACE)), (1, rule_unsupported)],
     "contexts": CONTEXT_RULES + [(2, rule_assign(BINARY)), (1, rule_write(INPLACE)), (1, rule_unsupported)],
+    "fills": FILL_RULES + SET_RULES + [(2, rule_assign(BINARY)), (1, rule_assign(SIZES, "k")), (1, rule_for),
+                                      (1, rule_unsupported)],
 }
 
 
@@ -966,7 +1003,7 @@ def _returnable(v, depth=0) -> bool:
         return True
     if depth > 3:
         return False
-    if isinstance(v, (list, tuple)):
+    if isinstance(v, (list, tuple, collections.deque)):
         return all(_returnable(e, depth + 1) for e in v)
     if isinstance(v, dict):
         return all(_returnable(e, depth + 1) for e in v.values())

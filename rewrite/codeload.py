@@ -1,9 +1,15 @@
-"""Load generated Python source (guards, entries, backend code) under a real file name.
+"""Load generated Python source (guards, entries, backend code) under its file's name.
 
-Each source is written once to `<cache dir>/<kind>/<name>_<hash>.py` and registered with
+Each source is written to `<cache dir>/<kind>/<name>_<hash>.py` and registered with
 `linecache`, so tracebacks, `inspect` and debuggers show the generated code itself. The
-files are never read back (the source is compiled from memory): they are there for people
-and tools, so a file that cannot be written costs nothing but the file.
+source is compiled from memory, never from the file: the files are there for people and
+tools (and for `linecache` once its entry is dropped, say by `linecache.clearcache()`).
+So a file already at that name is reused only if it is a regular file (not a link: opened
+with O_NOFOLLOW), ours, with no permission for group or others, and holds exactly the bytes
+that would be written; anything else is replaced. A file that cannot be written (a refused
+subdirectory, a full or read-only disk) costs only the file: the source is then loaded
+under a pseudo-name, `<rewrite kind/name_hash>`, that linecache never looks for on disk, so
+tracebacks show the generated lines while its entry lives.
 
 The cache directory is private: `$REWRITE_CACHE_DIR`, or `$TMPDIR/rewrite-<uid>`, made 0700.
 A directory that is not ours, is a symlink, or that others could write into (and so plant
@@ -110,33 +116,88 @@ def safe_name(name: str) -> str:
     return "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name)[:60] or "_"
 
 
+def _stem(name: str, source: str) -> str:
+    return f"{safe_name(name)}_{hashlib.sha1(source.encode()).hexdigest()[:12]}"
+
+
 def path_for(kind: str, name: str, source: str) -> str:
-    digest = hashlib.sha1(source.encode()).hexdigest()[:12]
-    return os.path.join(cache_dir(), kind, f"{safe_name(name)}_{digest}.py")
+    return os.path.join(cache_dir(), kind, _stem(name, source) + ".py")
+
+
+def pseudo_name(kind: str, name: str, source: str) -> str:
+    """The name a source is loaded under when its file cannot be written. In angle brackets,
+    as `<string>` is: linecache never looks for such a name on disk, so its entry (the
+    generated lines) is all that tracebacks and `inspect` see."""
+    return f"<rewrite {kind}/{_stem(name, source)}>"
 
 
 def write(kind: str, name: str, source: str) -> str:
-    """Write `source` to its file (once; a later write only refreshes its age); its path."""
-    path = path_for(kind, name, source)
+    """Write `source` to its file; its path. A file already there is reused only if it is
+    exactly what would be written (see _holds); when no file can be written, a pseudo-name
+    (see pseudo_name), never the path of a file that may hold something else."""
+    data = source.encode()
     try:
-        if os.path.exists(path):
-            os.utime(path, follow_symlinks=False)
-            return path
-        _count_write()
-        fd, tmp = tempfile.mkstemp(dir=_subdir(kind), prefix=".", suffix=".tmp")  # O_EXCL, 0600
+        folder = _subdir(kind)  # (first: nothing is read from a directory others may control)
+        path = os.path.join(folder, _stem(name, source) + ".py")
+        if not _holds(path, data):
+            _count_write()
+            _replace(folder, path, data)
+        return path
+    except OSError:  # (a refused directory, a full disk, a read-only directory)
+        return pseudo_name(kind, name, source)
+
+
+def _holds(path: str, data: bytes) -> bool:
+    """Whether `path` is a private regular file of ours holding exactly `data` (then its age is
+    refreshed, for trim). Anything else there (a link, a FIFO, another owner's file, one
+    others could read or write, other bytes) is not trusted: it is written anew."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)  # (a FIFO: no hang)
+    try:
+        fd = os.open(path, flags)
+    except OSError:  # (none yet, or a symlink: ELOOP)
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077 or \
+                st.st_size != len(data) or _read(fd, len(data) + 1) != data:
+            return False
         try:
-            with os.fdopen(fd, "w") as f:
-                f.write(source)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+            os.utime(fd)
+        except OSError:
+            pass  # (its content is right: only its place in the trimming order is off)
+        return True
     except OSError:
-        pass  # (a full disk, a read-only directory): the linecache entry still serves tracebacks
-    return path
+        return False
+    finally:
+        os.close(fd)
+
+
+def _read(fd: int, n: int) -> bytes:
+    """Up to `n` bytes from `fd` (os.read may return fewer than asked)."""
+    chunks = []
+    while n > 0:
+        chunk = os.read(fd, n)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def _replace(folder: str, path: str, data: bytes) -> None:
+    """Write `data` to a fresh temporary file and rename it to `path`: the rename replaces
+    whatever is at `path` (a planted symlink itself, not its target)."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")  # O_EXCL, 0600
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 _writes = 0
@@ -151,8 +212,9 @@ def _count_write() -> None:
 
 
 def load(kind: str, name: str, source: str, namespace: dict) -> dict:
-    """Exec `source` in `namespace` (filled in place and returned) with a real file name.
-    Its `linecache` entry lives as long as a function defined in it: then it goes."""
+    """Exec `source` in `namespace` (filled in place and returned) under its file's name (or
+    the pseudo-name write gives when there is no file). Its `linecache` entry lives as long
+    as a function defined in it: then it goes."""
     path = write(kind, name, source)
     code = compile(source, path, "exec")
     _LIVE[path] = _LIVE.get(path, 0) + _watch(code, path)
@@ -161,7 +223,7 @@ def load(kind: str, name: str, source: str, namespace: dict) -> dict:
     return namespace
 
 
-_LIVE: dict[str, int] = {}  # path -> code objects of it still alive
+_LIVE: dict[str, int] = {}  # path or pseudo-name -> code objects of it still alive
 
 
 def _watch(code, path: str) -> int:

@@ -24,7 +24,7 @@ try:  # generates the GraphModule's own Python code only if someone asks for it
     from torch.fx._lazy_graph_module import _LazyGraphModule as GraphModule
 except ImportError:  # pragma: no cover
     from torch.fx import GraphModule
-from .errors import BackendCompilerFailed, RaisesEagerly, Unsupported, UserError, WholeCallEager
+from .errors import BackendCompilerFailed, EagerOnce, RaisesEagerly, Unsupported, UserError, WholeCallEager
 from .guards.codegen import GuardCode, GuardFunction, GuardSet, render_guards
 from .guards.guard import Consts
 from .guards.source import GLOBALS, attr_expr, comment, param_name
@@ -52,7 +52,7 @@ class Entry:
     ops: int = 0
     graph_break: str | None = None  # why the traced part ends early (the rest is a resume function)
     where: list = field(default_factory=list)  # user stack of the break or fallback: (file, line, function)
-    raises: bool = False  # a fallback because eager raises there (the user sees that, not a warning)
+    raises: bool = False  # a fallback because eager raises there, or initializes lazy modules (no warning)
     first: object = None  # runs the compiling call from what the trace computed (see first_call_source)
     resumes: list = field(default_factory=list)  # the resume functions a break entry calls
 
@@ -420,8 +420,8 @@ def compile_entry(dispatcher, args) -> Entry:
         plan_outputs(cap)
     except Unsupported as e:
         if dispatcher.options.fullgraph:
-            if isinstance(e, RaisesEagerly):
-                raise UserError(e) from e  # the user's own exception, from eager's run
+            if isinstance(e, (RaisesEagerly, EagerOnce)):
+                raise UserError(e) from e  # the user's own exception, or a lazy module's first call: eager's run
             raise
         tracer = getattr(e, "tracer", None)
         brk = breaks.plan(tracer, e) if tracer is not None else None
@@ -435,7 +435,7 @@ def compile_entry(dispatcher, args) -> Entry:
         reason = head + (breaks.IN_LOOP if getattr(e, "in_loop", False) else "") + newline + rest
         return Entry(guard, fn, dispatcher.compiles, source=source, reason=reason,
                      compile_seconds=time.perf_counter() - start, where=list(e.where),
-                     raises=isinstance(e, RaisesEagerly))
+                     raises=isinstance(e, (RaisesEagerly, EagerOnce)))
     backend_name, backend = dispatcher.backend_for(cap)
     if backend_name not in GRAD_MODE_AGNOSTIC:
         cap.tracer.read_grad_mode()  # other backends may bake grad mode into what they build

@@ -47,6 +47,13 @@ class RaisesEagerly(WholeCallEager):
     error, not a break)."""
 
 
+class EagerOnce(WholeCallEager):
+    """This call must run eagerly, and its guards make the next one trace again: a lazy
+    module's first call makes its parameters (and changes its class), which only eager can
+    do as eager does it (the same random draws). Not a warning, not an error under
+    `fullgraph=True`: the next call compiles."""
+
+
 class EagerWarning(RuntimeWarning):
     """A call of a `@jit` function ran wholly eagerly: none of its own code was compiled (the
     functions it calls compile on their own). Said once per function, with the reason and

@@ -674,7 +674,6 @@ def test_sorted_is_stable_with_key():
     check(f, lambda s: (rand(s, 3), [(1, "b"), (0, "z"), (1, "a")]))
 
 
-@todo("constructing collections.Counter while tracing")
 def test_collections_counter():
     def f(x, xs, d):
         return dict(collections.Counter(xs + [1])), x

@@ -20,7 +20,7 @@ from ..trace.values import (AttrDictVar, BoundVar, ConstVar, ContextExitVar, Dic
                             Var)
 from .builtins import BUILTINS, PURE, call_builtin
 # (containers, functions, library: their BUILTINS rules register when imported)
-from . import bases, containers, context_vars, contexts, functions, higher_order, instances, library, log_calls, markers
+from . import bases, containers, context_vars, contexts, fills, functions, higher_order, instances, library, log_calls, markers
 from .core import (const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate, key_of, make_slice,
                    python_value, setitem, truthy, unpack)
 from .objects import dict_method, getattr_object, list_method, setattr_object, tuple_field, tuple_method
@@ -311,6 +311,8 @@ def _call_method(frame, m: MethodVar, args, kwargs) -> Var:
     self = m.self_var
     if isinstance(self, TensorVar):
         return call_method(frame, m.name, [self, *args], kwargs)
+    if fills.row(self, m.name) is not None:  # xs.extend(it), s.update(it), d.update(it): as CPython fills them
+        return fills.fill(frame, self, m.name, args, kwargs)
     if isinstance(self, (ListVar, DictVar, TupleVar)) and m.name in _CONTAINER_DUNDERS and not kwargs:
         return _CONTAINER_DUNDERS[m.name](frame, self, *args)  # `d.__setitem__(k, v)`, `xs.__len__()`
     if isinstance(self, ListVar) and self.py_type is not list:
@@ -356,6 +358,11 @@ def _call_python(frame, fn, args, kwargs) -> Var:
     owner = getattr(fn, "__self__", None)
     if type(owner) in (str, bytes) and getattr(fn, "__name__", None) == "join" and len(args) == 1 and not kwargs:
         args = [ListVar(unpack(frame, args[0]))]  # "".join(generator): its items
+    if type(owner) is frozenset and not all(foldable(a) for a in args):  # frozenset({1}).union(gen): as a set
+        from .sets import make, method
+        s = make(frame, [const(v) for v in owner], frozen=True)
+        s.real = set(owner)  # (its own table's order)
+        return method(frame, s, fn.__name__, args, kwargs)
     immutable = (str, bytes, int, float, complex, bool, tuple, range, frozenset)
     if (owner is not None and type(owner) in immutable or getattr(fn, "__objclass__", None) in immutable) \
             and all(foldable(a) for a in args) and all(foldable(v) for v in kwargs.values()):  # (`str.isalnum(c)` too)

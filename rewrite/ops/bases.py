@@ -15,7 +15,7 @@ import types
 from ..errors import Unsupported
 from ..guards.source import BaseCopySource
 from ..trace.values import ConstVar, DictVar, ListVar, ObjectVar, Var, note_mutation
-from .core import describe
+from .core import describe, mutating
 
 BASES = {dict: "dict", list: "list"}
 OWNERS = (dict, list, collections.OrderedDict)  # whose methods these are
@@ -72,13 +72,8 @@ def is_base_method(fn) -> bool:
 
 
 def _init(frame, items, args, kwargs):
-    """dict.__init__ / list.__init__ of an object made in the call: its items."""
-    if isinstance(items, ListVar):
-        if kwargs or len(args) > 1:
-            raise Unsupported("list() takes at most one argument (the call raises eagerly)")
-        items.items.clear()
-        return _method(frame, items, "extend", args, {}) if args else ConstVar(None)
-    return _method(frame, items, "update", args, kwargs)
+    """dict.__init__ / list.__init__ of an object made in the call: its items (ops/fills.py)."""
+    return _method(frame, items, "__init__", args, kwargs)
 
 
 def _iterate(frame, d):
@@ -124,7 +119,6 @@ def call(frame, fn, obj: Var, args: list[Var], kwargs) -> Var:
     if changes and made:
         note_mutation(obj)
     elif changes:  # one that came in: its view changes, and the entry writes it back
-        from .objects import mutating
         mutating(frame, items)
     return rule(frame, items, args, kwargs)
 

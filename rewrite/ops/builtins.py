@@ -18,7 +18,8 @@ from ..guards.guard import HasAttrMatch
 from ..trace.values import (BoundVar, ConstVar, ExceptionVar, GradModeVar, InstanceVar, PartialVar, RecordedContextVar, SetVar, SymIntVar,
                             SuperVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar,
                             TensorVar, TupleVar, Var)
-from .core import DATA_DEPENDENT_HINT, const, describe, fold, foldable, key_of, python_value, unpack
+from .core import DATA_DEPENDENT_HINT, const, describe, fold, foldable, python_value, unpack
+from .fills import fill
 
 BUILTINS = {}
 
@@ -377,20 +378,14 @@ def _list(frame, args, kwargs):
 
 
 @rule(dict)
-def _dict(frame, args, kwargs):
-    if len(args) > 1:
+def _dict(frame, args, kwargs, py_type=dict, factory=None):
+    """dict(...), OrderedDict(...), defaultdict(factory, ...): a new one, updated as their
+    __init__ updates it (a dict's __init__ is its update: ops/fills.py)."""
+    if len(args) > 1:  # (defaultdict's message is dict's; OrderedDict's differs: it raises eagerly)
         raise python_error(TypeError, f"dict expected at most 1 argument, got {len(args)}")
-    items = {}
-    if args:
-        src = args[0]
-        if isinstance(src, DictVar):
-            items.update(src.items)
-        else:
-            for pair in unpack(frame, src):
-                k, v = unpack(frame, pair)
-                items[key_of(k)] = v
-    items.update(kwargs)
-    return DictVar(items)
+    made = DictVar({}, py_type=py_type, factory=factory)
+    fill(frame, made, "update", args, kwargs)
+    return made
 
 
 def sort_keys(frame, items: list[Var], key: Var | None, what: str) -> list:

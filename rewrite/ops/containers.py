@@ -8,11 +8,13 @@ import collections
 import itertools
 
 from ..errors import Unsupported, python_error
-from ..trace.values import ConstVar, DictVar, ListVar, ObjectVar, PartialVar, TupleVar, Var
+from ..trace.values import ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, PartialVar, Var, note_mutation
 from .builtins import _dict, rule
-from .core import key_of, python_value, unpack
+from .core import describe, key_of, python_value, unpack
 from .library import chain_from_iterable
-from .objects import list_method, mutating
+from . import fills
+from .core import mutating
+from .objects import list_method
 
 
 @rule(collections.deque)
@@ -23,16 +25,15 @@ def _deque(frame, args, kwargs):
     maxlen = python_value(bound.get("maxlen", ConstVar(None)), "deque(maxlen=)")
     if maxlen is not None and (type(maxlen) is not int or maxlen < 0):
         raise python_error(ValueError if type(maxlen) is int else TypeError, "maxlen must be non-negative")
-    items = unpack(frame, bound["iterable"]) if "iterable" in bound else []
-    return ListVar(items[len(items) - maxlen:] if maxlen is not None else items, py_type=collections.deque,
-                   maxlen=maxlen)
+    made = ListVar([], py_type=collections.deque, maxlen=maxlen)
+    for item in unpack(frame, bound["iterable"]) if "iterable" in bound else []:
+        fills.PUTS["append"](frame, made, item, 0)  # (past maxlen, each item trims the other end)
+    return made
 
 
 @rule(collections.OrderedDict)
 def _ordered_dict(frame, args, kwargs):
-    made = _dict(frame, args, kwargs)
-    made.py_type = collections.OrderedDict
-    return made
+    return _dict(frame, args, kwargs, py_type=collections.OrderedDict)
 
 
 @rule(collections.defaultdict)
@@ -40,9 +41,24 @@ def _defaultdict(frame, args, kwargs):
     factory = args[0] if args else ConstVar(None)
     if isinstance(factory, ConstVar) and factory.value is not None and not callable(factory.value):
         raise python_error(TypeError, "first argument must be callable or None")
-    made = _dict(frame, list(args[1:]), kwargs)
-    made.py_type, made.factory = collections.defaultdict, factory
-    return made
+    return _dict(frame, list(args[1:]), kwargs, py_type=collections.defaultdict, factory=factory)
+
+
+@rule(collections._count_elements)
+def _count_elements(frame, args, kwargs):
+    """Counter.update(iterable)'s C helper, on a Counter made in the call (its dict part) or a dict."""
+    if len(args) != 2 or kwargs:
+        raise Unsupported("_count_elements() arguments")
+    mapping, iterable = args
+    if isinstance(mapping, InstanceVar) and isinstance(mapping.base, DictVar) and \
+            mapping.cls.get is dict.get and mapping.cls.__setitem__ is dict.__setitem__:
+        note_mutation(mapping)
+        fills.count(frame, mapping.base, iterable)
+    elif isinstance(mapping, DictVar) and mapping.py_type is dict:
+        fills.count(frame, mapping, iterable)
+    else:
+        raise Unsupported(f"counting into {describe(mapping)}")
+    return ConstVar(None)
 
 
 def deque_method(frame, d: ListVar, name: str, args: list[Var], kwargs) -> Var:
@@ -50,20 +66,9 @@ def deque_method(frame, d: ListVar, name: str, args: list[Var], kwargs) -> Var:
     items = d.items
     if kwargs:
         raise Unsupported(f"deque.{name} with keyword arguments (the call raises eagerly)")
-    if name in ("append", "appendleft", "extend", "extendleft"):
-        new = [args[0]] if name.startswith("append") else None
-        if new is None:
-            new = list(args[0].items) if isinstance(args[0], (ListVar, TupleVar)) else unpack(frame, args[0])
+    if name in ("append", "appendleft") and len(args) == 1:
         mutating(frame, d)
-        for item in new:
-            if name in ("append", "extend"):
-                items.append(item)
-                if d.maxlen is not None and len(items) > d.maxlen:
-                    del items[0]
-            else:
-                items.insert(0, item)
-                if d.maxlen is not None and len(items) > d.maxlen:
-                    del items[-1]
+        (fills.PUTS[name])(frame, d, args[0], 0)
         return ConstVar(None)
     if name in ("pop", "popleft"):
         if args:

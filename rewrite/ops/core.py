@@ -1,6 +1,7 @@
 """What Python's own protocols do to Vars: truth, identity, iteration, subscripts, constants."""
 from __future__ import annotations
 
+import collections
 import operator
 import types
 
@@ -9,7 +10,7 @@ import torch
 from ..errors import PythonError, Unsupported, python_error
 from ..trace.values import (AttrDictVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExceptionVar, FunctionVar, IdentityKey,
                             InstanceVar, IteratorVar, ListVar, MethodVar, SetVar, SymIntVar, key_var,
-                            ObjectVar, ScalarVar, TensorVar, TupleVar, Var)
+                            ObjectVar, ScalarVar, TensorVar, TupleVar, Var, note_mutation)
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
 IMMUTABLE = SCALARS + (torch.dtype, torch.device, range, slice, types.CodeType, type(Ellipsis), frozenset,
@@ -145,6 +146,20 @@ def find_key(frame, items: dict, v: Var):
     return key
 
 
+def mutating(frame, v) -> None:
+    """`v` (a ListVar, DictVar or SetVar) is about to change in place: fine for one made while
+    tracing; a list or dict that came in is changed in the trace's view and refilled by the
+    entry; a set that came in, or a frozenset, is not changed by the trace."""
+    if isinstance(v, SetVar):
+        if v.frozen or v.source is not None:
+            raise Unsupported(f"changing {describe(v)} that came from outside" if v.source else "changing a frozenset")
+        note_mutation(v)
+    elif v.mutable:
+        note_mutation(v)
+    else:
+        frame.tracer.side_effects.mutate(v)
+
+
 def make_slice(parts: list[Var]) -> Var:
     """A slice of constants; symbolic bounds stay in it as Vars (a tensor slice keeps them
     symbolic, anything else specializes them: see `plain_slice`)."""
@@ -159,6 +174,14 @@ def plain_slice(v):
     if isinstance(v, slice) and any(isinstance(p, SymIntVar) for p in (v.start, v.stop, v.step)):
         return slice(*(p.python_value() if isinstance(p, SymIntVar) else p for p in (v.start, v.stop, v.step)))
     return v
+
+
+def _index(seq: Var, i):
+    """An index into a tuple, list or deque as Python takes it (a deque takes no slices)."""
+    i = plain_slice(i)
+    if isinstance(seq, ListVar) and seq.py_type is not list and not isinstance(i, int):
+        raise python_error(TypeError, f"sequence index must be integer, not '{type(i).__name__}'")
+    return i
 
 
 def _real_identity(v: Var):
@@ -270,12 +293,15 @@ def iterate(frame, v: Var) -> IteratorVar:
         return IteratorVar(v.items, live=True, over=v)
     if isinstance(v, (DictVar, DictViewVar)):
         d = v if isinstance(v, DictVar) else v.dict_var
-        size = len(d.items)
+        size, it = len(d.items), IteratorVar(unpack(frame, v))
+        ordered = issubclass(d.py_type, collections.OrderedDict)
 
-        def unchanged():
-            if len(d.items) != size:
-                raise python_error(RuntimeError, "dictionary changed size during iteration")
-        return IteratorVar(unpack(frame, v), on_next=unchanged)
+        def unchanged():  # a dict checks its size at every step; an OrderedDict not once it gave its last key
+            if len(d.items) != size and not (ordered and it.pos >= len(it.items)):
+                raise python_error(RuntimeError, "OrderedDict mutated during iteration" if ordered else
+                                   "dictionary changed size during iteration")
+        it.on_next = unchanged
+        return it
     it = _user_iter(frame, v)
     if it is not None:
         return it
@@ -337,9 +363,7 @@ def getitem(frame, obj: Var, index: Var) -> Var:
         if annotation is not None:
             return annotation
     if isinstance(obj, (TupleVar, ListVar)):
-        i = plain_slice(python_value(index, "an index into a sequence"))
-        if isinstance(obj, ListVar) and obj.py_type is not list and not isinstance(i, int):
-            raise python_error(TypeError, f"sequence index must be integer, not '{type(i).__name__}'")
+        i = _index(obj, python_value(index, "an index into a sequence"))
         try:
             picked = obj.items[i]
         except IndexError:
@@ -380,7 +404,6 @@ def missing(frame, d: DictVar, key) -> Var:
         raise python_error(KeyError, key_var(key).python_value())
     from . import call
     value = call(frame, d.factory, [], {})
-    from .objects import mutating
     mutating(frame, d)
     d.items[key] = value
     return value
@@ -415,11 +438,10 @@ def setitem(frame, obj: Var, index: Var, value: Var) -> None:
         call_function(frame, operator.setitem, (obj, index, value), {})
         return
     if isinstance(obj, (ListVar, DictVar)):
-        from .objects import mutating
         mutating(frame, obj)
     if isinstance(obj, ListVar):
-        i = plain_slice(python_value(index, "a list index"))
-        if isinstance(i, slice):
+        i = _index(obj, python_value(index, "a list index"))
+        if isinstance(i, slice):  # (taken whole first: ops/fills.py, the row of list.__setitem__)
             fold(operator.setitem, obj.items, i, unpack(frame, value))
         else:
             fold(operator.setitem, obj.items, i, value)
@@ -442,10 +464,9 @@ def setitem(frame, obj: Var, index: Var, value: Var) -> None:
 
 def delitem(frame, obj: Var, index: Var) -> None:
     if isinstance(obj, (ListVar, DictVar)):
-        from .objects import mutating
         mutating(frame, obj)
     if isinstance(obj, ListVar):
-        fold(operator.delitem, obj.items, plain_slice(python_value(index, "a list index")))
+        fold(operator.delitem, obj.items, _index(obj, python_value(index, "a list index")))
         return
     if isinstance(obj, DictVar):
         fold(operator.delitem, obj.items, find_key(frame, obj.items, index))

@@ -11,11 +11,11 @@ import torch
 from ..errors import Unsupported, python_error
 from ..guards.guard import IdMatch, NotInDictMatch
 from ..guards.source import AttrSource, ModuleAttrSource, ObjectAttrSource
-from ..trace.values import (BoundVar, ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var, key_var,
-                            note_mutation)
+from ..trace.values import (BoundVar, ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var,
+                            key_var)
 from ..trace.side_effects import DELETED, location
 from . import context_vars, markers
-from .core import const, describe, find_key, fold, foldable, python_value, unpack
+from .core import const, describe, find_key, fold, foldable, mutating, python_value, unpack
 from .instances import (_MISSING, GENERIC_GETATTRIBUTE, OBJECT_SLOTS, bind, class_attr, class_source, getattr_fallback,
                         hooked_getattr, own_getattribute)
 
@@ -261,36 +261,11 @@ def raw_setattr_object(frame, var: Var, name: str, value, plain: bool = False) -
 
 
 # --- container methods -----------------------------------------------------------------------------------
-def mutating(frame, v) -> None:
-    """`v` (a ListVar or DictVar) is about to change in place: fine for one made while tracing;
-    one that came in is changed in the trace's view and refilled by the entry."""
-    if v.mutable:
-        note_mutation(v)
-    else:
-        frame.tracer.side_effects.mutate(v)
-
-
-def extend(frame, lst: ListVar, iterable: Var) -> None:
-    """`lst.extend(iterable)` (and `lst += iterable`) as CPython does it: a list or tuple is
-    taken whole first (`xs.extend(xs)` doubles it); anything else is consumed one item at a
-    time, each appended before the next is asked for (a generator reading `lst` sees it grow)."""
-    mutating(frame, lst)
-    if isinstance(iterable, (ListVar, TupleVar)):
-        lst.items.extend(list(iterable.items))
-        return
-    from .core import iterate
-    it = iterate(frame, iterable)
-    while (item := it.next()) is not None:
-        lst.items.append(item)
-
-
 def list_method(frame, lst: ListVar, name: str, args: list[Var], kwargs) -> Var:
     items = lst.items
     if name == "append":
         mutating(frame, lst)
         items.append(args[0])
-    elif name == "extend":
-        extend(frame, lst, args[0])
     elif name == "insert":
         mutating(frame, lst)
         items.insert(python_value(args[0], "list.insert"), args[1])
@@ -332,7 +307,7 @@ def dict_method(frame, d: DictVar, name: str, args: list[Var], kwargs) -> Var:
         return DictViewVar(d, name)
     if name == "copy":
         return DictVar(items, py_type=d.py_type, factory=d.factory)
-    if name in ("pop", "update", "setdefault", "clear", "popitem", "move_to_end"):
+    if name in ("pop", "setdefault", "clear", "popitem", "move_to_end"):
         if name == "move_to_end" and d.py_type is not collections.OrderedDict:
             raise Unsupported(f"dict.{name}")
         mutating(frame, d)
@@ -350,10 +325,6 @@ def dict_method(frame, d: DictVar, name: str, args: list[Var], kwargs) -> Var:
         if name == "move_to_end":
             from .bases import METHODS
             return METHODS["move_to_end"][0](frame, d, args, kwargs)
-        if name == "update":
-            from .builtins import call_builtin
-            items.update(call_builtin(frame, dict, args, kwargs).items)
-            return ConstVar(None)
         if name == "setdefault":
             return items.setdefault(find_key(frame, items, args[0]), args[1] if len(args) > 1 else ConstVar(None))
         if name == "clear":

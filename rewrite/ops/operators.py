@@ -7,7 +7,8 @@ import torch
 
 from ..errors import Unsupported
 from ..trace.values import ConstVar, ListVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var
-from .core import const, describe, fold, foldable
+from .core import const, describe, fold, foldable, mutating
+from .fills import inplace
 
 BINARY = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -29,6 +30,11 @@ def binary(frame, sym: str, a: Var, b: Var) -> Var:
     fn = BINARY[sym]
     if isinstance(a, SymIntVar) or isinstance(b, SymIntVar):
         result = symint_op(frame, BINARY[sym[:-1]] if sym in INPLACE else fn, a, b)
+        if result is not None:
+            return result
+    from .instances import is_user_object
+    if sym in INPLACE and not is_user_object(b):  # `xs += it`, `d |= it`, `s |= t`: in place, as CPython fills them
+        result = inplace(frame, sym, a, b)
         if result is not None:
             return result
     from .sets import binary as set_binary
@@ -58,8 +64,6 @@ def _sequence_op(frame, sym, a, b):
     """`+` and `*` on tuples and lists of Vars (items may be tensors)."""
     seqs = (TupleVar, ListVar)
     if sym in ("+", "+=") and isinstance(a, seqs) and type(a) is type(b):
-        if sym == "+=" and isinstance(a, ListVar):
-            return _extend(frame, a, b)
         sizes = torch.Size in (getattr(a, "py_type", None), getattr(b, "py_type", None))
         py_type = torch.Size if sizes else tuple  # tuple + Size is a Size, as torch.Size.__radd__ makes it
         if isinstance(a, ListVar) and a.py_type is not b.py_type:
@@ -68,15 +72,12 @@ def _sequence_op(frame, sym, a, b):
             return ListVar((a.items + b.items)[-a.maxlen:] if a.maxlen else [] if a.maxlen == 0 else a.items + b.items,
                            py_type=a.py_type, maxlen=a.maxlen)
         return TupleVar(a.items + b.items, py_type=py_type) if isinstance(a, TupleVar) else ListVar(a.items + b.items)
-    if sym == "+=" and isinstance(a, ListVar):
-        return _extend(frame, a, b)
     if sym == "*" and isinstance(b, seqs) and isinstance(a, ConstVar) and type(a.value) is int:
         a, b = b, a  # `2 * [x]`
     if sym in ("*", "*=") and isinstance(a, seqs) and isinstance(b, ConstVar) and type(b.value) is int:
         if isinstance(a, ListVar) and a.py_type is not list:
             raise Unsupported("operator * on a deque")
         if sym == "*=" and isinstance(a, ListVar):
-            from .objects import mutating
             mutating(frame, a)
             a.items[:] = a.items * b.value
             return a
@@ -86,12 +87,6 @@ def _sequence_op(frame, sym, a, b):
     if sym in ("==", "!=") and isinstance(a, seqs) and isinstance(b, seqs) and not (foldable(a) and foldable(b)):
         raise Unsupported("comparing sequences that hold tensors (data-dependent)")
     return None
-
-
-def _extend(frame, lst: ListVar, iterable: Var) -> ListVar:
-    from .objects import extend
-    extend(frame, lst, iterable)
-    return lst
 
 
 def unary(frame, sym: str, a: Var) -> Var:

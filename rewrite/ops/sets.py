@@ -12,8 +12,8 @@ from __future__ import annotations
 import operator
 
 from ..errors import Unsupported, python_error
-from ..trace.values import ConstVar, InstanceVar, ObjectVar, SetVar, TensorVar, Var, note_mutation
-from .core import const, describe, unpack
+from ..trace.values import ConstVar, InstanceVar, ObjectVar, SetVar, TensorVar, Var
+from .core import const, describe, iterate, mutating, unpack
 
 def member_key(v: Var):
     """The key a set member is found by: ("value", the real value) for values eager holds
@@ -74,59 +74,46 @@ def members(s: SetVar) -> list[Var]:
     return list(s.items.values())
 
 
-def _changing(frame, s: SetVar) -> None:
-    if s.frozen or s.source is not None:
-        raise Unsupported(f"changing {describe(s)} that came from outside" if s.source else "changing a frozenset")
-    note_mutation(s)
-
-
-def _other_keys(frame, other: Var) -> dict:
-    if isinstance(other, SetVar):
-        return dict(other.items)
-    return {member_key(v): v for v in unpack(frame, other)}
-
-
 def method(frame, s: SetVar, name: str, args: list[Var], kwargs) -> Var:
     if kwargs:
         raise Unsupported(f"set.{name} with keyword arguments")
     if name == "add":
-        _changing(frame, s)
+        mutating(frame, s)
         add(s, args[0])
     elif name in ("discard", "remove"):
-        _changing(frame, s)
+        mutating(frame, s)
         if not discard(s, member_key(args[0])) and name == "remove":
             raise python_error(KeyError, args[0].python_value() if isinstance(args[0], ConstVar) else None)
     elif name == "pop":
-        _changing(frame, s)
+        mutating(frame, s)
         if not s.items:
             raise python_error(KeyError, "pop from an empty set")
         item = members(s)[0]
         discard(s, member_key(item))
         return item
     elif name == "clear":
-        _changing(frame, s)
+        mutating(frame, s)
         s.items.clear()
         s.real = set()
-    elif name == "update":
-        _changing(frame, s)
-        for other in args:
-            for item in (members(other) if isinstance(other, SetVar) else unpack(frame, other)):
-                add(s, item)
     elif name == "copy":
         return _copy(s, s.frozen)
     elif name in SET_OPERATIONS:
-        others = [a if isinstance(a, SetVar) else make(frame, unpack(frame, a)) for a in args]
-        exact = _real_op(name, [s, *others], s.frozen)
+        others, reals, running = [], [], set(s.items)
+        for a in args:  # (each taken as CPython takes it: intersection stops early, see `intersected`)
+            other, real = operand(frame, a, running if name == "intersection" else None)
+            if name == "intersection":
+                running = {k for k in running if k in other.items}
+            others.append(other)
+            reals.append(real)
+        exact = _real_op(name, [s, *others], reals, s.frozen)
         if exact is not None:
             return exact
         result = _copy(s, s.frozen)
         for other in others:
             result = SET_OPERATIONS[name](frame, result, dict(other.items))
         return result
-    elif name in ("issubset", "issuperset", "isdisjoint"):
-        mine, theirs = set(s.items), set(_other_keys(frame, args[0]))
-        return ConstVar({"issubset": mine <= theirs, "issuperset": mine >= theirs,
-                         "isdisjoint": not (mine & theirs)}[name])
+    elif name in ("issubset", "issuperset", "isdisjoint") and len(args) == 1:
+        return ConstVar(_compare(frame, s, name, args[0]))
     else:
         raise Unsupported(f"set.{name}")
     return ConstVar(None)
@@ -139,18 +126,66 @@ def _copy(s: SetVar, frozen: bool) -> SetVar:
     return out
 
 
-def _real_op(name: str, sets: list[SetVar], frozen: bool) -> SetVar | None:
+def _real_op(name: str, sets: list[SetVar], reals: list, frozen: bool) -> SetVar | None:
     """The operation on the real sets when every member is a constant: eager's exact result
-    (CPython's set algorithms decide the order; the members keep their Vars)."""
-    if any(s.real is None for s in sets):
+    (CPython's set algorithms decide the order and which of equal members is kept). `reals`:
+    the other operands as CPython gets them (a set, or a non-set's values in order)."""
+    if sets[0].real is None or any(r is None for r in reals):
         return None
-    real = getattr(sets[0].real, name)(*(s.real for s in sets[1:]))
+    real = getattr(sets[0].real, name)(*reals)
     out = SetVar(frozen=frozen)
     out.real = real if isinstance(real, set) else set(real)
     for v in real:
         key = ("value", v)
         out.items[key] = next(s.items[key] for s in sets if key in s.items)
+    settle(out)
     return out
+
+
+def settle(s: SetVar) -> None:
+    """After an operation on the real set: each constant member is the object the real set
+    holds (of `1` and `True`, eager keeps the one its algorithm met first)."""
+    for v in s.real:
+        held = s.items[("value", v)]
+        if isinstance(held, ConstVar) and (type(held.value), repr(held.value)) != (type(v), repr(v)):
+            s.items[("value", v)] = ConstVar(v)
+
+
+def operand(frame, v: Var, intersecting: set | None = None) -> tuple[SetVar, object]:
+    """A set operation's other operand: as a SetVar, and as CPython's method gets it when every
+    member is a constant (the real set, or a non-set's values in the order taken; else None).
+    A non-set is taken item by item; with `intersecting` (the keys of the set it is intersected
+    with), taking stops once all of them were found, as CPython's set_intersection stops."""
+    if isinstance(v, SetVar):
+        return v, v.real
+    if isinstance(v, ConstVar) and isinstance(v.value, (set, frozenset)):
+        return make(frame, [ConstVar(x) for x in v.value]), v.value
+    if intersecting is None:
+        items = unpack(frame, v)
+    else:
+        items, found, it = [], set(), iterate(frame, v)
+        while (len(found) < len(intersecting) or not intersecting) and (item := it.next()) is not None:
+            items.append(item)
+            if member_key(item) in intersecting:
+                found.add(member_key(item))
+    keys = [member_key(item) for item in items]
+    real = [k[1] for k in keys] if all(k[0] == "value" for k in keys) else None
+    return make(frame, items), real
+
+
+def _compare(frame, s: SetVar, name: str, other: Var) -> bool:
+    """issubset / issuperset / isdisjoint; a non-set is taken as CPython takes it: whole for
+    issubset, item by item up to the first item that decides for the other two."""
+    if name == "issubset" or isinstance(other, SetVar) or isinstance(other, ConstVar) and \
+            isinstance(other.value, (set, frozenset)):
+        theirs = set(operand(frame, other)[0].items)
+        mine = set(s.items)
+        return {"issubset": mine <= theirs, "issuperset": mine >= theirs, "isdisjoint": not mine & theirs}[name]
+    it = iterate(frame, other)
+    while (item := it.next()) is not None:
+        if (member_key(item) in s.items) == (name == "isdisjoint"):
+            return False
+    return True
 
 
 def from_iterable(frame, v: Var, frozen: bool) -> SetVar:
@@ -216,19 +251,8 @@ def binary(frame, fn, a: Var, b: Var) -> Var | None:
         return ConstVar(COMPARISONS[fn](set(a.items), set(b.items)))
     if fn not in OPERATORS:
         return None
-    name = OPERATORS[fn]
-    if fn.__name__.startswith("i") and not a.frozen:
-        _changing(frame, a)
-        if a.real is not None and b.real is not None:
-            getattr(a.real, f"{name}_update" if name != "union" else "update")(b.real)
-            for key in [k for k in a.items if k[1] not in a.real]:
-                del a.items[key]
-            for key, v in b.items.items():
-                if key[1] in a.real and key not in a.items:
-                    a.items[key] = v
-            return a
-        return SET_OPERATIONS[name](frame, a, dict(b.items))
-    exact = _real_op(name, [a, b], a.frozen)
+    name = OPERATORS[fn]  # (in place, `s |= t` of two sets: ops/fills.py; here a new set)
+    exact = _real_op(name, [a, b], [b.real], a.frozen)
     if exact is not None:
         return exact
     return SET_OPERATIONS[name](frame, _copy(a, a.frozen), dict(b.items))

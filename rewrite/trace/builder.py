@@ -40,7 +40,7 @@ import types
 import torch
 
 from .. import logs
-from ..errors import Unsupported
+from ..errors import EagerOnce, Unsupported
 from ..guards.guard import AliasMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch, is_literal
 from ..guards.source import AttrSource, DictItemSource, DictKeysSource, ItemSource, LocalSource, SizeSource
 from ..shapes import DYNAMIC_DIMS, STATIC_DIMS
@@ -169,6 +169,10 @@ def _wrap(tracer, value, source, t, add):
     if isinstance(value, torch.Tensor):
         if source is None:
             raise Unsupported("a tensor the tracer cannot locate as an input (no source)")
+        if isinstance(value, torch.nn.parameter.UninitializedTensorMixin):
+            add(TypeMatch(source, t))  # (its first call makes it a Parameter: this guard then misses)
+            raise EagerOnce(f"an uninitialized parameter or buffer ({source.name()}): a lazy module's first call "
+                            "makes its parameters, as eager; the next call compiles")
         if value.layout is not torch.strided:
             raise Unsupported(f"a {value.layout} tensor input (only strided tensors are traced)")
         dims = tracer.dynamic.dims(source, value)
