@@ -53,7 +53,7 @@ from .bytecode.resume import at_user_line, is_resume, resume_code
 from .errors import Unsupported, WholeCallEager
 from .ops.builtins import FRAME_READER_NAMES
 from .guards.source import param_name
-from .trace.values import (NULL, ConstVar, ContextExitVar, GradModeVar, IteratorVar, RecordedContextVar, TupleVar, mutations,
+from .values.vars import (NULL, ConstVar, ContextExitVar, GradModeVar, IteratorVar, RecordedContextVar, TupleVar, mutations,
                            undo_to_checkpoint)
 
 JUMPS = {"POP_JUMP_FORWARD_IF_TRUE": True, "POP_JUMP_BACKWARD_IF_TRUE": True,

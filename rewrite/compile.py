@@ -31,7 +31,7 @@ from .guards.source import GLOBALS, attr_expr, comment, param_name
 from .trace.graph import WritesInputs
 from .trace.interpreter import Tracer
 from .trace.builder import DynamicPolicy
-from .trace.values import (BoundVar, ConstVar, ExceptionVar, PartialVar, SetVar, SymIntVar, DictVar, DictViewVar, IdentityKey, InstanceVar, IteratorVar, ListVar, MethodVar, key_var,
+from .values.vars import (BoundVar, ConstVar, ExceptionVar, PartialVar, SetVar, SymIntVar, DictVar, DictViewVar, IdentityKey, InstanceVar, IteratorVar, ListVar, MethodVar, key_var,
                            ObjectVar, ScalarVar, TensorVar, TupleVar, Var)
 
 

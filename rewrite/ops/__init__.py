@@ -15,7 +15,7 @@ import torch
 
 from ..errors import Unsupported
 from ..guards.source import AttrSource
-from ..trace.values import (AttrDictVar, BoundVar, ConstVar, ContextExitVar, DictVar, RecordedContextVar, ExceptionVar, FunctionVar, InstanceVar,
+from ..values.vars import (AttrDictVar, BoundVar, ConstVar, ContextExitVar, DictVar, RecordedContextVar, ExceptionVar, FunctionVar, InstanceVar,
                             ListVar, MethodVar, ObjectVar, PartialVar, ScalarVar, SetVar, SuperVar, SymIntVar, TensorVar, TupleVar,
                             Var)
 from .builtins import BUILTINS, PURE, call_builtin
@@ -219,7 +219,7 @@ def _cached_call(frame, fn: ObjectVar, args, kwargs) -> Var:
     constant, an object other than a container the cached object itself. Otherwise the wrapped
     function is traced -- if it changes nothing; the lists and dicts it returns are read-only to
     the trace (eager hands out the cached one each call); else the call is a graph break."""
-    from ..trace.values import end_watch, start_watch
+    from ..values.vars import end_watch, start_watch
     value = fn.value
     if all(foldable(a) for a in args) and all(foldable(v) for v in kwargs.values()):
         result = fold(value, *(a.python_value() for a in args), **{k: v.python_value() for k, v in kwargs.items()})

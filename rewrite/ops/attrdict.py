@@ -10,8 +10,8 @@ from __future__ import annotations
 from ..errors import Unsupported, python_error
 from ..guards.guard import NotInDictMatch
 from ..guards.source import ItemSource, ObjectAttrSource
-from ..trace.side_effects import DELETED, location
-from ..trace.values import AttrDictVar, ConstVar, Var
+from ..values.side_effects import DELETED, location
+from ..values.vars import AttrDictVar, ConstVar, Var
 from .core import python_value
 
 _MISSING = object()

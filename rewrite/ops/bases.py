@@ -14,7 +14,7 @@ import types
 
 from ..errors import Unsupported
 from ..guards.source import BaseCopySource
-from ..trace.values import ConstVar, DictVar, ListVar, ObjectVar, Var, note_mutation
+from ..values.vars import ConstVar, DictVar, ListVar, ObjectVar, Var, note_mutation
 from .core import describe, mutating
 
 BASES = {dict: "dict", list: "list"}
@@ -44,7 +44,7 @@ METHODS = {
 
 def _method(frame, view, name, args, kwargs):
     from . import _call_method
-    from ..trace.values import MethodVar
+    from ..values.vars import MethodVar
     return _call_method(frame, MethodVar(view, name), args, kwargs)
 
 
@@ -108,7 +108,7 @@ def call(frame, fn, obj: Var, args: list[Var], kwargs) -> Var:
     """`fn(obj, *args)`, fn a builtin method of dict, OrderedDict or list (a descriptor), obj of
     a subclass: made in the call (its items) or one that came in (a view of them)."""
     owner, name = fn.__objclass__, fn.__name__
-    from ..trace.values import InstanceVar
+    from ..values.vars import InstanceVar
     made = isinstance(obj, InstanceVar) and obj.base is not None
     cls = obj.cls if made else type(getattr(obj, "value", None))
     if not issubclass(cls, owner) or not made and (not isinstance(obj, ObjectVar) or obj.source is None) \
@@ -142,7 +142,7 @@ def view(frame, obj: ObjectVar, base: type) -> Var:
 def protocol(frame, obj: Var, dunder: str, *args: Var) -> Var | None:
     """`len(obj)`, `obj[k]`, `k in obj` on an object of a dict or list subclass that came in
     and does not define that method in Python: the builtin's. None: not such an object."""
-    from ..trace.values import InstanceVar
+    from ..values.vars import InstanceVar
     if isinstance(obj, InstanceVar) and obj.base is not None:
         cls = obj.cls
     elif isinstance(obj, ObjectVar):

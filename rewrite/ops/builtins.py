@@ -15,7 +15,7 @@ import torch
 
 from ..errors import Unsupported, WholeCallEager, python_error
 from ..guards.guard import HasAttrMatch
-from ..trace.values import (BoundVar, ConstVar, ExceptionVar, GradModeVar, InstanceVar, PartialVar, RecordedContextVar, SetVar, SymIntVar,
+from ..values.vars import (BoundVar, ConstVar, ExceptionVar, GradModeVar, InstanceVar, PartialVar, RecordedContextVar, SetVar, SymIntVar,
                             SuperVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar,
                             TensorVar, TupleVar, Var)
 from .core import DATA_DEPENDENT_HINT, const, describe, fold, foldable, python_value, unpack
@@ -235,7 +235,7 @@ def _has_attr(frame, v: Var, name: str) -> bool:
         return False
     if isinstance(v, ObjectVar) and v.source is not None:  # stored or deleted earlier in this call
         from ..guards.source import AttrSource
-        from ..trace.side_effects import DELETED, location
+        from ..values.side_effects import DELETED, location
         stored = frame.tracer.side_effects.stored(AttrSource(v.source, name), location(v.value, name))
         if stored is DELETED:
             return False

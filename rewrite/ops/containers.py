@@ -8,7 +8,7 @@ import collections
 import itertools
 
 from ..errors import Unsupported, python_error
-from ..trace.values import ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, PartialVar, Var, note_mutation
+from ..values.vars import ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, PartialVar, Var, note_mutation
 from .builtins import _dict, rule
 from .core import describe, key_of, python_value, unpack
 from .library import chain_from_iterable

@@ -14,7 +14,7 @@ import contextvars
 from ..errors import Unsupported, python_error
 from ..guards.guard import is_literal
 from ..guards.source import ContextVarSource
-from ..trace.values import ConstVar, ObjectVar, TokenVar, Var
+from ..values.vars import ConstVar, ObjectVar, TokenVar, Var
 
 METHODS = ("get", "set", "reset")
 

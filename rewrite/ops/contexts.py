@@ -27,7 +27,7 @@ from torch.amp import autocast_mode
 from torch.autograd import grad_mode
 
 from ..errors import Unsupported
-from ..trace.values import ConstVar, ContextExitVar, GradModeVar, RecordedContextVar, Var
+from ..values.vars import ConstVar, ContextExitVar, GradModeVar, RecordedContextVar, Var
 from .core import const, describe, fold, python_value
 
 

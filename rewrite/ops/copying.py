@@ -21,7 +21,7 @@ import torch
 from ..errors import Unsupported
 from ..guards.guard import KeysMatch, TypeMatch
 from ..guards.source import ObjectAttrSource
-from ..trace.values import ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, TupleVar, Var
+from ..values.vars import ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, TupleVar, Var
 
 ATOMS = (type, types.FunctionType, types.BuiltinFunctionType, types.CodeType, types.ModuleType, range, property,
          weakref.ref, torch.dtype, torch.layout, torch.memory_format, enum.Enum)

@@ -8,7 +8,7 @@ import types
 import torch
 
 from ..errors import PythonError, Unsupported, python_error
-from ..trace.values import (AttrDictVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExceptionVar, FunctionVar, IdentityKey,
+from ..values.vars import (AttrDictVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExceptionVar, FunctionVar, IdentityKey,
                             InstanceVar, IteratorVar, ListVar, MethodVar, SetVar, SymIntVar, key_var,
                             ObjectVar, ScalarVar, TensorVar, TupleVar, Var, note_mutation)
 
@@ -472,7 +472,7 @@ def delitem(frame, obj: Var, index: Var) -> None:
         fold(operator.delitem, obj.items, find_key(frame, obj.items, index))
         return
     if isinstance(obj, AttrDictVar):
-        from ..trace.side_effects import DELETED
+        from ..values.side_effects import DELETED
         from . import attrdict
         attrdict.setitem(frame, obj, index, DELETED)
         return

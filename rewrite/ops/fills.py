@@ -33,7 +33,7 @@ import dataclasses
 
 from ..errors import Unsupported, python_error
 from ..guards.source import BaseCopySource
-from ..trace.values import ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, SetVar, Var, key_var
+from ..values.vars import ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, SetVar, Var, key_var
 from . import sets
 from .core import describe, find_key, is_same, iterate, mutating, unpack
 

@@ -23,7 +23,7 @@ import types
 from ..errors import Unsupported, python_error
 from ..guards.guard import EqualsMatch, HasAttrMatch, IdMatch, KeysMatch, LenMatch, TypeMatch, is_literal
 from ..guards.source import AttrSource, ItemSource
-from ..trace.values import BoundVar, ConstVar, DictVar, FunctionVar, MethodVar, ObjectVar, TupleVar, Var
+from ..values.vars import BoundVar, ConstVar, DictVar, FunctionVar, MethodVar, ObjectVar, TupleVar, Var
 from .builtins import rule
 from .core import IMMUTABLE, const, describe, fold, python_value
 
@@ -165,7 +165,7 @@ def _has(tracer, fn, source, name: str) -> bool:
     """hasattr(fn, name), guarded; an attribute written earlier in this trace is not followed."""
     if source is None:
         return hasattr(fn, name)
-    from ..trace.side_effects import location
+    from ..values.side_effects import location
     if tracer.side_effects.stored(AttrSource(source, name), location(fn, name)) is not None:
         raise Unsupported(f"inspect.signature of a function whose {name} was set in the call")
     present = hasattr(fn, name)

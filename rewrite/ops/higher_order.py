@@ -20,7 +20,7 @@ import torch
 import torch.fx
 
 from ..errors import Unsupported
-from ..trace.values import (ConstVar, DictVar, ListVar, ObjectVar, SymIntVar, TensorVar, TupleVar, Var, mutations,
+from ..values.vars import (ConstVar, DictVar, ListVar, ObjectVar, SymIntVar, TensorVar, TupleVar, Var, mutations,
                             end_watch, start_watch)
 from .core import describe, python_value
 

@@ -17,7 +17,7 @@ import torch
 
 from ..errors import Unsupported, python_error
 from ..guards.source import AttrSource
-from ..trace.values import BoundVar, ConstVar, InstanceVar, ObjectVar, SuperVar, Var, note_mutation
+from ..values.vars import BoundVar, ConstVar, InstanceVar, ObjectVar, SuperVar, Var, note_mutation
 from .core import const, describe
 
 _MISSING = object()
@@ -94,7 +94,7 @@ def construct(frame, cls_var: ObjectVar, args, kwargs) -> InstanceVar:
     why = why_not_constructible(cls)
     if why is not None:
         raise Unsupported(f"constructing {cls.__module__}.{cls.__qualname__} while tracing ({why})")
-    from ..trace.values import DictVar, ListVar, mutations
+    from ..values.vars import DictVar, ListVar, mutations
     base = DictVar({}) if issubclass(cls, dict) else ListVar([]) if issubclass(cls, list) else None
     inst = InstanceVar(cls, cls_var.source, base)
     tracer = frame.tracer
@@ -132,7 +132,7 @@ def _items(inst: InstanceVar):
 def _immutable(v: Var) -> bool:
     """A value nothing can change in place behind the object's back (a tensor's data is the
     graph's: the rebuilt object holds the graph's output)."""
-    from ..trace.values import ScalarVar, SymIntVar, TensorVar, TupleVar
+    from ..values.vars import ScalarVar, SymIntVar, TensorVar, TupleVar
     if isinstance(v, (ConstVar, TensorVar, ScalarVar, SymIntVar)):
         return True
     if isinstance(v, ObjectVar):  # came in: its changes are the trace's side effects
@@ -229,7 +229,7 @@ def generic_getattr_instance(frame, inst: InstanceVar, name: str, fallback: bool
     if name == "__class__":
         return ObjectVar(inst.cls, inst.cls_source)
     if name == "__dict__":  # the attributes themselves (a DictVar over the very dict)
-        from ..trace.values import DictVar
+        from ..values.vars import DictVar
         view = DictVar({})
         view.items = inst.attrs
         view.born = inst.born  # (its changes are the object's: undone at a break as the object's are)
@@ -269,7 +269,7 @@ def getattr_fallback(frame, v: Var, name: str) -> Var | None:
 
 def setattr_instance(frame, inst: InstanceVar, name: str, value) -> None:
     """`inst.name = value` (value DELETED: `del inst.name`)."""
-    from ..trace.side_effects import DELETED
+    from ..values.side_effects import DELETED
     static = class_attr(inst.cls, name)
     if isinstance(static, property):
         fn = static.fdel if value is DELETED else static.fset
@@ -294,7 +294,7 @@ def setattr_instance(frame, inst: InstanceVar, name: str, value) -> None:
 
 def store(inst: InstanceVar, name: str, value) -> None:
     """object.__setattr__ / object.__delattr__ on an object the trace made."""
-    from ..trace.side_effects import DELETED
+    from ..values.side_effects import DELETED
     note_mutation(inst)
     if value is DELETED:
         if name not in inst.attrs:
@@ -330,7 +330,7 @@ def _object_setattr(frame, args, kwargs):
 
 
 def _object_delattr(frame, args, kwargs):
-    from ..trace.side_effects import DELETED
+    from ..values.side_effects import DELETED
     obj, name = _slot_args("__delattr__", args, kwargs, 2)
     _raw_setattr(frame, obj, name, DELETED)
     return ConstVar(None)

@@ -21,7 +21,7 @@ import types
 import torch
 
 from ..errors import Unsupported
-from ..trace.values import CellVar, ConstVar, FunctionVar, IteratorVar, ObjectVar, PartialVar, TupleVar, Var
+from ..values.vars import CellVar, ConstVar, FunctionVar, IteratorVar, ObjectVar, PartialVar, TupleVar, Var
 from .builtins import BUILTINS, rule
 from .core import const, describe, fold, foldable, getitem, iterate, python_value, unpack
 
@@ -295,7 +295,7 @@ def _setattr(frame, args, kwargs):
 @rule(delattr)
 def _delattr(frame, args, kwargs):
     from . import setattr_
-    from ..trace.side_effects import DELETED
+    from ..values.side_effects import DELETED
     if len(args) != 2 or kwargs:
         raise Unsupported("delattr() takes two arguments (the call raises eagerly)")
     setattr_(frame, args[0], python_value(args[1], "delattr()"), DELETED)
@@ -325,7 +325,7 @@ def _group_by_device_and_dtype(frame, args, kwargs):
     """`torch._C._group_tensors_by_device_and_dtype(tensorlistlist, with_indices)` (what the
     optimizers' foreach paths call): grouped by the real function on the tensors the trace
     holds (their devices and dtypes are guarded), the groups handed back as those tensors' Vars."""
-    from ..trace.values import DictVar, ListVar, TensorVar
+    from ..values.vars import DictVar, ListVar, TensorVar
     names = ("tensorlistlist", "with_indices")
     bound = dict(zip(names, args)) | kwargs
     if set(bound) - set(names) or "tensorlistlist" not in bound:

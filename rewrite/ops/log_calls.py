@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import types
 
-from ..trace.values import ObjectVar, Var
+from ..values.vars import ObjectVar, Var
 from .core import const
 
 LOGGING_MODULES = ("logging", "warnings")

@@ -19,7 +19,7 @@ import torch.nn.modules.module as module_globals
 from ..errors import Unsupported
 from ..guards.guard import IdMatch, NoHooksMatch, NotInDictMatch
 from ..guards.source import AttrSource
-from ..trace.values import ObjectVar, TupleVar, Var
+from ..values.vars import ObjectVar, TupleVar, Var
 
 HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)
@@ -61,7 +61,7 @@ def _call_with_hooks(frame, var, fn, fn_source, args, kwargs) -> Var:
     (in order, `with_kwargs` ones given the keyword arguments, a hook's non-None result taking
     the place of the arguments or of the output), traced."""
     from . import call
-    from ..trace.values import ConstVar, DictVar
+    from ..values.vars import ConstVar, DictVar
     tracer = frame.tracer
     args_var, kwargs_var = TupleVar(list(args)), DictVar(dict(kwargs))
     pre, pre_kw = _hook_table(frame, var, "_forward_pre_hooks"), _hook_table(frame, var, "_forward_pre_hooks_with_kwargs")

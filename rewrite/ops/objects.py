@@ -11,9 +11,9 @@ import torch
 from ..errors import Unsupported, python_error
 from ..guards.guard import IdMatch, NotInDictMatch
 from ..guards.source import AttrSource, ModuleAttrSource, ObjectAttrSource
-from ..trace.values import (BoundVar, ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var,
+from ..values.vars import (BoundVar, ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var,
                             key_var)
-from ..trace.side_effects import DELETED, location
+from ..values.side_effects import DELETED, location
 from . import context_vars, markers
 from .core import const, describe, find_key, fold, foldable, mutating, python_value, unpack
 from .instances import (_MISSING, GENERIC_GETATTRIBUTE, OBJECT_SLOTS, bind, class_attr, class_source, getattr_fallback,
@@ -207,7 +207,7 @@ def _raw_dict(value):
 def setattr_object(frame, var: Var, name: str, value) -> None:
     """`obj.name = value` (value DELETED: `del obj.name`) on an object that came in. A class's
     own `__setattr__` / `__delattr__` is traced; otherwise see `raw_setattr_object`."""
-    from ..trace.side_effects import DELETED
+    from ..values.side_effects import DELETED
     obj = var.value if isinstance(var, ObjectVar) else None
     if obj is not None and not isinstance(obj, (type, types.ModuleType, torch.nn.Module)):
         slot = "__delattr__" if value is DELETED else "__setattr__"
@@ -225,7 +225,7 @@ def raw_setattr_object(frame, var: Var, name: str, value, plain: bool = False) -
     plain `obj.name = value`, whose class has no __setattr__ of its own): recorded as a side
     effect, replayed after the graph. Objects whose class customizes attribute assignment in
     C (other than nn.Module for plain values) or has a data descriptor there are not traced."""
-    from ..trace.side_effects import DELETED
+    from ..values.side_effects import DELETED
     obj = var.value if isinstance(var, ObjectVar) else None
     if obj is None or var.source is None or isinstance(obj, (type, types.ModuleType)):
         raise Unsupported(f"assignment to attribute {name!r} of {describe(var)}")

@@ -6,7 +6,7 @@ import operator
 import torch
 
 from ..errors import Unsupported
-from ..trace.values import ConstVar, ListVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var
+from ..values.vars import ConstVar, ListVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var
 from .core import const, describe, fold, foldable, mutating
 from .fills import inplace
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 
 from ..errors import Unsupported, python_error
-from ..trace.values import ConstVar, InstanceVar, ObjectVar, SetVar, TensorVar, Var
+from ..values.vars import ConstVar, InstanceVar, ObjectVar, SetVar, TensorVar, Var
 from .core import const, describe, iterate, mutating, unpack
 
 def member_key(v: Var):
@@ -234,7 +234,7 @@ COMPARISONS = {operator.eq: operator.eq, operator.ne: operator.ne, operator.le: 
 
 
 def binary(frame, fn, a: Var, b: Var) -> Var | None:
-    from ..trace.values import DictViewVar
+    from ..values.vars import DictViewVar
     views = [isinstance(v, DictViewVar) and v.kind != "values" for v in (a, b)]
     if any(views) and all(v or isinstance(o, SetVar) or isinstance(o, ConstVar) and isinstance(o.value, (set, frozenset))
                           or isinstance(o, DictViewVar) and o.kind != "values" for v, o in zip(views, (a, b))):

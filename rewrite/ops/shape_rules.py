@@ -11,7 +11,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from ..trace.values import ConstVar, ListVar, SymIntVar, TensorVar, TupleVar, Var
+from ..values.vars import ConstVar, ListVar, SymIntVar, TensorVar, TupleVar, Var
 
 
 class NoRule(Exception):

@@ -12,7 +12,7 @@ import torch
 
 from ..errors import Unsupported
 from .. import config
-from ..trace.values import ConstVar, DictVar, ListVar, MethodVar, ObjectVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var
+from ..values.vars import ConstVar, DictVar, ListVar, MethodVar, ObjectVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var
 from .core import const, describe, fold, foldable
 from . import markers
 

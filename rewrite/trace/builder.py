@@ -43,8 +43,8 @@ from .. import logs
 from ..errors import EagerOnce, Unsupported
 from ..guards.guard import AliasMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch, is_literal
 from ..guards.source import AttrSource, DictItemSource, DictKeysSource, ItemSource, LocalSource, SizeSource
-from ..shapes import DYNAMIC_DIMS, STATIC_DIMS
-from .values import BoundVar, ConstVar, PartialVar, DictVar, GradModeVar, ListVar, ObjectVar, TupleVar
+from ..guards.shapes import DYNAMIC_DIMS, STATIC_DIMS
+from ..values.vars import BoundVar, ConstVar, PartialVar, DictVar, GradModeVar, ListVar, ObjectVar, TupleVar
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
 EQUAL_CONSTS = (torch.device, range, slice)

@@ -17,7 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..errors import Unsupported, UserError
 from ..guards.source import Source
-from .values import (ConstVar, DictVar, IdentityKey, ListVar, ObjectVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var,
+from ..values.vars import (ConstVar, DictVar, IdentityKey, ListVar, ObjectVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var,
                      make_tuple)
 
 

@@ -21,8 +21,8 @@ from ..guards.codegen import GuardSet
 from ..guards.guard import DefaultDtypeMatch, GradModeMatch, IdMatch, NotInMatch
 from ..guards.source import AttrSource, CellContentsSource, GlobalSource, GlobalsSource, ItemSource, LocalSource, Source
 from .graph import GraphBuilder
-from .side_effects import location
-from .values import CellVar, ConstVar, ExceptionVar, FunctionVar, ObjectVar, Var, checkpoint_mark
+from ..values.side_effects import location
+from ..values.vars import CellVar, ConstVar, ExceptionVar, FunctionVar, ObjectVar, Var, checkpoint_mark
 
 HANDLERS: dict = {}
 
@@ -96,7 +96,7 @@ class Tracer:
 
     def __init__(self, code: types.CodeType, globals_: dict, names: tuple[str, ...], args: tuple,
                  clone_inputs: bool = False, dynamic=None):
-        from ..shapes import ShapeEnv
+        from ..guards.shapes import ShapeEnv
         from .builder import DynamicPolicy
         self.code = code
         self.dynamic = dynamic if dynamic is not None else DynamicPolicy(None, {})
@@ -116,7 +116,7 @@ class Tracer:
         self.root_cells_shared = False  # a closure over the root frame's cells was made
         self.open_contexts: list = []  # recorded contexts (autocast, ...) entered for real, innermost last
         self.ops_in_try = False  # graph ops an `except` covers: the entry runs eagerly if the graph raises
-        from .side_effects import SideEffects
+        from ..values.side_effects import SideEffects
         self.side_effects = SideEffects(self)
         if not SUPPORTED:  # the prologue works on 3.12 and 3.13; their opcode handlers are to come
             raise Unsupported(f"tracing Python {sys.version_info[0]}.{sys.version_info[1]} bytecode is not "
@@ -213,7 +213,7 @@ class Tracer:
             self.depth -= 1
 
     def _generator(self, frame: "Frame"):
-        from .values import ConstVar, IteratorVar
+        from ..values.vars import ConstVar, IteratorVar
         state = {"done": False}
 
         def step():
@@ -249,7 +249,7 @@ def _global_source_for(globals_: dict, root_globals: dict, fn_source: Source | N
 
 def bind_arguments(code, args, kwargs, defaults, kwdefaults) -> dict[str, Var]:
     """Python's argument binding, over Vars."""
-    from .values import DictVar, TupleVar
+    from ..values.vars import DictVar, TupleVar
     npos, nkw = code.co_argcount, code.co_kwonlyargcount
     names = code.co_varnames
     has_varargs, has_varkw = bool(code.co_flags & 0x04), bool(code.co_flags & 0x08)
@@ -292,7 +292,7 @@ def bind_arguments(code, args, kwargs, defaults, kwdefaults) -> dict[str, Var]:
 def untraced_with_open(stack) -> bool:
     """Whether a `with` block over a context manager the tracer did not enter is open: its
     real `__exit__` is on the stack, and may swallow an exception."""
-    from .values import BoundVar
+    from ..values.vars import BoundVar
     return any(isinstance(v, ObjectVar) and getattr(v.value, "__name__", None) == "__exit__"
                or isinstance(v, BoundVar) and v.func.__name__ == "__exit__" for v in stack)
 

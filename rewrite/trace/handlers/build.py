@@ -3,7 +3,7 @@ from ... import ops
 from ...ops import sets
 from ...errors import Unsupported, python_error
 from ..interpreter import handler
-from ..values import ConstVar, DictVar, ListVar, TupleVar
+from ...values.vars import ConstVar, DictVar, ListVar, TupleVar
 
 
 @handler("BUILD_TUPLE")

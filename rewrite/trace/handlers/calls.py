@@ -2,7 +2,7 @@
 from ... import ops
 from ...errors import Unsupported
 from ..interpreter import handler
-from ..values import NULL, DictVar, FunctionVar, ObjectVar
+from ...values.vars import NULL, DictVar, FunctionVar, ObjectVar
 
 
 @handler("KW_NAMES")

@@ -3,7 +3,7 @@ from ... import ops
 from ...errors import Unsupported
 from ..interpreter import Raised, Return, Yielded, handler
 from ...ops import contexts
-from ..values import BoundVar, ConstVar, ContextExitVar, ExceptionVar, ObjectVar
+from ...values.vars import BoundVar, ConstVar, ContextExitVar, ExceptionVar, ObjectVar
 
 
 @handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")

@@ -2,7 +2,7 @@
 from ... import ops
 from ...bytecode.compat import BINARY_OPS
 from ..interpreter import handler
-from ..values import ConstVar
+from ...values.vars import ConstVar
 
 
 @handler("BINARY_OP")

@@ -7,8 +7,8 @@ from ...bytecode.compat import load_global_pushes_null
 from ...errors import Unsupported
 from ...guards.source import CellContentsSource
 from ..interpreter import _Lazy, handler
-from ..side_effects import location
-from ..values import NULL, CellVar, ObjectVar, note_mutation
+from ...values.side_effects import location
+from ...values.vars import NULL, CellVar, ObjectVar, note_mutation
 
 
 @handler("LOAD_CONST")
@@ -99,7 +99,7 @@ def store_attr(frame, inst):
 
 @handler("DELETE_ATTR")
 def delete_attr(frame, inst):
-    from ..side_effects import DELETED
+    from ...values.side_effects import DELETED
     ops.setattr_(frame, frame.pop(), inst.argval, DELETED)
 
 

@@ -12,8 +12,8 @@ relation as plain Python over the sizes (`x.size(0) > 100`): no sympy at call ti
 """
 from __future__ import annotations
 
-from . import logs
-from .guards.source import Source
+from .. import logs
+from .source import Source
 
 # the tensor attributes that mark sizes dynamic or static for the next compile: rewrite's own
 # (rewrite.mark_dynamic / mark_static) and the ones torch._dynamo.mark_dynamic /
@@ -112,7 +112,7 @@ class ShapeEnv:
         if not self.hints:
             return []
         import sympy  # imported with the first symbolic size (it is slow to import)
-        from .guards.guard import ShapeMatch
+        from .guard import ShapeMatch
         first = {sym: srcs[0] for sym, srcs in self.sources.items()}
         bounds, rest = self._bounds()
         out = []
