@@ -19,15 +19,15 @@ import json
 import os
 import sys
 import tempfile
+import warnings
 
 
 def compile_one(record: dict, arch: int, workdir: str) -> str | None:
     """None if the kernel compiles for sm_<arch>, else the error."""
-    import warnings
     warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION")
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+    import triton  # (deferred: triton, imported only by this check)
+    from triton.backends.compiler import GPUTarget  # (deferred: triton)
+    from triton.compiler import ASTSource  # (deferred: triton)
 
     digest = hashlib.sha1(record["source"].encode()).hexdigest()[:12]
     path = os.path.join(workdir, f"check_{digest}.py")

@@ -1,5 +1,5 @@
 """The `eager` backend: run the captured GraphModule as it is (checks the capture, not codegen)."""
-from . import register_backend
+from rewrite.registry import register_backend
 
 
 @register_backend

@@ -22,10 +22,8 @@ import torch
 import torch.fx
 
 from rewrite import codeload, logs
-from rewrite.guards.guard import is_literal
-from rewrite.guards.source import attr_expr, comment, is_identifier, py_str
-
-from . import register_backend
+from rewrite.guards.source import attr_expr, comment, is_identifier, is_literal, py_str
+from rewrite.registry import register_backend
 
 BINARY = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
           operator.floordiv: "//", operator.mod: "%", operator.pow: "**", operator.matmul: "@",
@@ -202,17 +200,22 @@ def fused_entry_source(graph: torch.fx.Graph, params, inputs: dict, result, take
 class CompiledGraph:
     """The python backend's result: calls like the graph; its source is compiled on first call.
 
-    `__rewrite_fusable__` lets rewrite inline the statements into the cache entry instead of
-    calling this at all (no call, no output tuple), which is what happens for @jit.
+    Its `fused_entry_source` lets rewrite inline the statements into the cache entry instead
+    of calling this at all (no call, no output tuple), which is what happens for @jit (the
+    compiler finds the method on the object: it imports no backend).
     """
 
     def __init__(self, graph: torch.fx.Graph, name: str):
-        self.__rewrite_fusable__ = graph
+        self.graph = graph
         self.name = name
         self._fn = None
 
+    def fused_entry_source(self, params, inputs: dict, result, taken, on_error=None) -> tuple[str, dict]:
+        """rewrite's entry with this graph's statements inlined (see `fused_entry_source`)."""
+        return fused_entry_source(self.graph, params, inputs, result, taken, on_error)
+
     def source(self) -> tuple[str, dict]:
-        r = Renderer(self.__rewrite_fusable__)
+        r = Renderer(self.graph)
         return f"# python backend: {comment(self.name)}\nimport torch\nimport operator\n\n" + r.render(), r.consts
 
     def __call__(self, *args):

@@ -24,13 +24,13 @@ import warnings
 import torch
 import torch.fx
 
+from .lowering import NoLowering
+from .python import Renderer, python
+from .schedule import Kernel, analyze, schedule
+from .triton_kernels import HEADER, KernelWriter, blocks, prod
 from rewrite import codeload, logs
 from rewrite.guards.source import comment
-
-from . import register_backend
-from .lowering import NoLowering
-from .schedule import Kernel, analyze, schedule
-from .triton_kernels import HEADER, KernelWriter, prod, blocks
+from rewrite.registry import register_backend
 
 # Without a CUDA device Triton can only interpret: ask for that before anything imports triton.
 if "triton" not in sys.modules and not torch.cuda.is_available():
@@ -50,7 +50,7 @@ def _import_triton(device: torch.device):
         if "triton" in sys.modules:
             return None  # imported without the interpreter: too late to ask for it
         os.environ["TRITON_INTERPRET"] = "1"
-    import triton
+    import triton  # (deferred: after TRITON_INTERPRET is decided; triton is slow to import)
     return triton
 
 
@@ -63,7 +63,6 @@ def _needs_grad(example_inputs, graph) -> bool:
 
 @register_backend
 def triton(gm: torch.fx.GraphModule, example_inputs):
-    from .python import python
     fallback = python(gm, example_inputs)
     name = codeload.safe_name(getattr(gm, "_rewrite_name", "graph"))  # kernels are named after it
     try:
@@ -93,7 +92,6 @@ class Wrapper:
     """The Python function that runs a graph's kernels and extern ops in order."""
 
     def __init__(self, graph, name, infos, items, device):
-        from .python import Renderer
         self.graph, self.name, self.infos, self.items, self.device = graph, name, infos, items, device
         self.r = Renderer(graph, taken={"triton"})
         self.symbols = self._symbol_sources()
@@ -101,7 +99,7 @@ class Wrapper:
 
     def _symbol_sources(self) -> dict:
         """Each size symbol -> the wrapper expression that reads it from an argument."""
-        import sympy
+        import sympy  # (deferred: sympy, imported with the first symbolic size)
         out = {}
         for n in self.graph.nodes:
             sym = n.meta.get("sym_shape") if n.op == "placeholder" else None
@@ -116,7 +114,7 @@ class Wrapper:
     def size(self, e) -> str:
         if isinstance(e, int):
             return str(e)
-        from rewrite.symbolic import to_python
+        from rewrite.symbolic import to_python  # (deferred: sympy, imported with the first symbolic size)
         return to_python(e, lambda s: self.symbols[s])
 
     def build(self):
@@ -252,7 +250,7 @@ class Launcher:
     __slots__ = ("kernel", "grid", "warps", "checked", "compiled", "device", "runtime")
 
     def __init__(self, kernel, grid_and_warps, checked, device):
-        from triton import knobs
+        from triton import knobs  # (deferred: triton, imported with the first kernel)
         self.runtime = knobs.runtime  # the launch hooks profilers set
         (self.grid, self.warps), self.kernel, self.checked = grid_and_warps, kernel, checked
         self.compiled, self.device = None, device.index if device.index is not None else 0

@@ -72,7 +72,7 @@ def _is_one(e) -> bool:
 def _zero(e) -> bool:
     if isinstance(e, int):
         return e == 0
-    import sympy
+    import sympy  # (deferred: sympy, imported with the first symbolic size)
     return sympy.expand(e) == 0
 
 
@@ -85,7 +85,7 @@ class Sizes:
     def __call__(self, e) -> str:
         if isinstance(e, int):
             return str(e)
-        import sympy
+        import sympy  # (deferred: sympy, imported with the first symbolic size)
         e = sympy.expand(e)
         if e.is_Integer:
             return str(int(e))

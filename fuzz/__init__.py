@@ -18,6 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+import rewrite
+from rewrite.bytecode import original_code
+
 from .inputs import LAYOUTS, TensorSpec, ValueSpec
 from .oracle import STATS, Divergence, Stats, check_call, compare, run_program
 from .programs import Program, dims, programs
@@ -40,7 +43,6 @@ def check(fn, example_args, *, examples: int = 50, backend=None, seed: int = 0, 
     code = getattr(fn, "__code__", None)
     if code is None:
         raise TypeError("fuzz.check takes a Python function")
-    from rewrite.bytecode import original_code
 
     def fresh():
         f = types.FunctionType(original_code(code), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
@@ -73,7 +75,6 @@ def check(fn, example_args, *, examples: int = 50, backend=None, seed: int = 0, 
     @given(variants(), st.integers(0, 2**16))
     def run(variant, value_seed):
         nonlocal count
-        import rewrite
         specs, chosen = variant
         compiled = rewrite.jit(fresh(), backend=backend)
         eager = fresh()

@@ -1237,8 +1237,8 @@ def load(source: str, func_name: str = FUNC_NAME, transform=None, first_line: in
 def splice_all(code: types.CodeType, slot, miss) -> types.CodeType:
     """Every function code object inside `code` (nested ones, lambdas, comprehensions),
     spliced with the prologue; generator code is left as it is (its inner code is not)."""
-    from rewrite.bytecode import splice_prologue
-    from rewrite.bytecode.compat import CO_GENERATOR_LIKE
+    from rewrite.bytecode import splice_prologue  # (deferred: generating programs imports no torch)
+    from rewrite.bytecode.compat import CO_GENERATOR_LIKE  # (deferred: generating programs imports no torch)
 
     consts = tuple(splice_all(c, slot, miss) if isinstance(c, types.CodeType) else c for c in code.co_consts)
     if consts != code.co_consts:
@@ -1250,13 +1250,13 @@ def splice_all(code: types.CodeType, slot, miss) -> types.CodeType:
 
 def hook_all(code: types.CodeType) -> types.CodeType:
     """The module's code instrumented as the import hook does it (raw splice, first-call decision)."""
-    from rewrite.dispatch import Options
-    from rewrite.hook.instrument import instrument
+    from rewrite.dispatch import Options  # (deferred: generating programs imports no torch)
+    from rewrite.hook.instrument import instrument  # (deferred: generating programs imports no torch)
     return instrument(code, Options())
 
 
 def always_missing_slot():
-    from rewrite.dispatch import MISS, Slot
+    from rewrite.dispatch import MISS, Slot  # (deferred: generating programs imports no torch)
 
     slot = Slot()
     slot.call, slot.name = (lambda *a: MISS), "fuzz"  # slot.entry: NEXT (no entries)
@@ -1370,7 +1370,7 @@ def check_program(prog: PyProgram, jit_calls=(False, False, True, False), known_
     one program never compare equal: rewrite caches by code object, code objects compare by
     value, and examples must not see each other (resume functions were once shared by equal
     code objects across modules)."""
-    import rewrite
+    import rewrite  # (deferred: generating programs imports no torch)
 
     first_line = 1 + next(_programs_loaded) % 100_000
     slot, miss = always_missing_slot()

@@ -1,29 +1,19 @@
 """`jit`: rewrite a function's code object in place, at decoration time."""
 from __future__ import annotations
 
-import dis
 import functools
-import io
 import types
-import weakref
 
 import torch
 
-from . import callees, logs
-from .bytecode import dynamo, is_rewritten, splice_prologue
+from . import callees, codegen, registry  # noqa: F401  (codegen: registers the built-in backends)
+from .bytecode import dynamo, is_rewritten, original_code
 from .bytecode.compat import CO_GENERATOR_LIKE
-from .dispatch import MISS, Dispatcher, Options
-from .slot import slot_of
+from .callees import dispatcher_of, rewrite_code  # noqa: F401  (rewrite.dispatcher_of)
+from .dispatch import Dispatcher, Options  # noqa: F401  (the import hook makes Dispatchers through this module)
+from .registry import ALLOWED, DISABLED, OWNER, lookup_backend
 
-# one rewritten code object (and so one dispatcher) per (original code, globals, options), as
-# long as a function runs it: the functions that run the code hold its dispatcher, nothing
-# else does, so deleting the function (or its module) frees its code, dispatcher and entries
-# (the dispatcher holds the globals, so their id is not reused while the item lives)
-_REWRITTEN: "weakref.WeakValueDictionary[tuple, types.CodeType]" = weakref.WeakValueDictionary()
 dynamo.watch()  # torch.compile of jitted code (or of code calling it) reads the original instructions
-OWNER = "__rewrite_dispatcher__"  # the attribute of a jitted function that holds its dispatcher
-DISABLED: "weakref.WeakSet" = weakref.WeakSet()  # functions that always run eagerly
-ALLOWED: "weakref.WeakSet" = weakref.WeakSet()  # functions recorded as one graph node
 
 
 def mark_dynamic(t: torch.Tensor, index) -> None:
@@ -47,7 +37,6 @@ def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None 
     what cannot be traced.
     """
     if isinstance(backend, str):
-        from rewrite.codegen import lookup_backend
         lookup_backend(backend)  # an unknown name fails here, at decoration, as torch.compile does
     options = Options(backend, fullgraph, dynamic)
     if fn is None:
@@ -64,28 +53,6 @@ def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None 
         return fn  # generators and coroutines run as they are
     rewrite_code(target, options, callees.share_key(target))
     return fn
-
-
-def rewrite_code(target: types.FunctionType, options: Options, share: tuple = ()) -> None:
-    """Give `target` the rewritten code of its code, globals and options (and `share`: what
-    else must match for two functions to share one dispatcher -- see callees.share_key)."""
-    code = target.__code__
-    key = (code, id(target.__globals__), options, share)
-    new = _REWRITTEN.get(key)
-    dispatcher = slot_of(new).owner() if new is not None else None
-    if dispatcher is None or dispatcher.globals is not target.__globals__:
-        dispatcher = Dispatcher(code, target.__globals__, options, target.__qualname__)
-        dispatcher.warn_eager = True
-        dispatcher.share = share
-        dispatcher.route = callees.router(dispatcher)
-        new = splice_prologue(code, dispatcher.slot, MISS, dispatcher.route,  # (its eager parts: routed)
-                              callees.plain_origin(target.__globals__, code))
-        _REWRITTEN[key] = new
-        if logs.enabled("bytecode"):
-            logs.get("bytecode").debug("ORIGINAL BYTECODE %s\n%s\nMODIFIED BYTECODE %s\n%s",
-                                       target.__qualname__, _dis(code), target.__qualname__, _dis(new))
-    target.__code__ = new
-    target.__dict__[OWNER] = dispatcher  # the function owns its compiled code (see rewrite.slot.Slot)
 
 
 def _jit_module(module, backend, fullgraph, dynamic):
@@ -142,7 +109,6 @@ def disable(fn):
     """`fn` always runs eagerly: never compiled, and a call to it from compiled code breaks the graph."""
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
     if isinstance(target, types.FunctionType) and is_rewritten(target.__code__):
-        from .bytecode import original_code
         target.__code__ = original_code(target.__code__)
     DISABLED.add(target)
     callees.forget()  # (a jitted copy of it made before is not called again)
@@ -162,21 +128,4 @@ def allow_in_graph(fn):
 disable(graph_break)
 
 
-def dispatcher_of(fn) -> Dispatcher:
-    """The dispatcher behind a jitted function (its cache entries, guards and graphs); of a
-    jitted module, its forward's."""
-    if isinstance(fn, torch.nn.Module):
-        fn = fn.forward
-    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
-    code = getattr(target, "__code__", None)
-    slot = slot_of(code) if isinstance(code, types.CodeType) and is_rewritten(code) else None
-    owner = slot.owner() if slot is not None and slot.owner is not None else None
-    if not isinstance(owner, Dispatcher):
-        raise ValueError(f"{fn!r} is not a jitted function")
-    return owner
-
-
-def _dis(code) -> str:
-    out = io.StringIO()
-    dis.dis(code, file=out)
-    return out.getvalue()
+registry.check()  # (every table the layers below own is filled once the face is imported)

@@ -47,14 +47,24 @@ import weakref
 
 import torch
 
-from . import api, callees, logs
+from . import logs
 from .bytecode.compat import BACKWARD_JUMPS, CALL_BREAKS, call_layout, call_start
 from .bytecode.resume import at_user_line, is_resume, resume_code
 from .errors import Unsupported, WholeCallEager
-from .ops.builtins import FRAME_READER_NAMES
 from .guards.source import param_name
-from .values.vars import (NULL, ConstVar, ContextExitVar, GradModeVar, IteratorVar, RecordedContextVar, TupleVar, mutations,
-                           undo_to_checkpoint)
+from .ops.builtins import FRAME_READER_NAMES
+from .ops.contexts import Exit
+from .registry import Protocol
+from .trace.interpreter import untraced_with_open
+from .trace.opcodes import Lazy
+from .values.vars import (NULL, ConstVar, ContextExitVar, GradModeVar, IteratorVar, RecordedContextVar, TupleVar,
+                          mutations, undo_to_checkpoint)
+
+# what a break needs of the layer above (jitted functions: rewrite/callees.py fills it)
+JIT = Protocol("JIT", "rewrite.breaks",
+               "route_of",  # (dispatcher) -> the router its eagerly-run code passes callables through
+               "plain_origin",  # (globals, code) -> what the routing pass may leave unrouted
+               "jit_resume")  # (fn, dispatcher) -> None: a resume function jitted as its caller is
 
 JUMPS = {"POP_JUMP_FORWARD_IF_TRUE": True, "POP_JUMP_BACKWARD_IF_TRUE": True,
          "POP_JUMP_FORWARD_IF_FALSE": False, "POP_JUMP_BACKWARD_IF_FALSE": False}
@@ -97,7 +107,6 @@ def plan(tracer, error: Unsupported):
     if cp is None or code.co_cellvars and tracer.root_cells_shared or code.co_flags & 0x20:
         return None  # (cells no closure shares yet go to the resume function as values)
     inst = root.instructions[cp.ip]
-    from .trace.interpreter import untraced_with_open
     if untraced_with_open(cp.stack):
         return None  # an exception from the eager step must meet the user's __exit__
     if inst.offset in root.user_try:
@@ -184,7 +193,6 @@ class Break:
         """The Vars the entry rebuilds: the stack, then the live locals. A `for` loop's iterator
         goes as what the resume function's first instructions rebuild it from: (the list, items
         taken) for a list, the items left otherwise; NULLs and traced contexts as None."""
-        from .trace.interpreter import _Lazy
         out = []
         local_vars = [self.cp.locals[n] for n in self.local_names]
         for i, v in enumerate(self.cp.stack):
@@ -200,7 +208,7 @@ class Break:
             else:
                 out.append(ConstVar(None) if kind in ("null", "ctx") else v)
         for v in local_vars:
-            out.append(tracer.wrap(v.value, v.source) if isinstance(v, _Lazy) else v)
+            out.append(tracer.wrap(v.value, v.source) if isinstance(v, Lazy) else v)
         return TupleVar(out)
 
     def end_graph(self, graph) -> None:
@@ -209,7 +217,6 @@ class Break:
         for v in reversed(self.cp.stack):
             ctx = v.ctx if isinstance(v, ContextExitVar) else None
             if isinstance(ctx, RecordedContextVar) and ctx.node is not None:
-                from .ops.contexts import Exit
                 graph.record_effect(Exit(ctx.node.target), (ctx.node,))
         if self.grad_mode_outside != self.cp.grad_enabled:
             graph.set_grad(self.grad_mode_outside)
@@ -244,7 +251,7 @@ class Break:
             # inside a try: the call must raise into the user's handler, so the resume function
             # starts at the call itself and runs the rest of the frame as it is (not compiled); the
             # callee is a jitted copy, so its frame is compiled all the same
-            consts["___route"] = callees.route_of(dispatcher)
+            consts["___route"] = JIT.route_of(dispatcher)
             fn = self.call["fn"]
             value[fn] = f"___route({value[fn]})"
             start = call_start(tracer.root.instructions, self.cp.ip)  # (its KW_NAMES too)
@@ -265,7 +272,7 @@ class Break:
             kwargs = "{" + ", ".join(f"{k!r}: {value[i]}" for k, i in c["kw"].items()) + "}" \
                 if c["starstar"] is None else value[c["starstar"]]
             # the callee's frame gets its own graphs: a jitted copy (see rewrite/callees.py)
-            consts["___route"] = callees.route_of(dispatcher)
+            consts["___route"] = JIT.route_of(dispatcher)
             fn = f"___route({value[c['fn']]})"
             # the user's line in tracebacks; the function's globals for what reads them (globals())
             call = _at_line(consts, tracer.code, self.inst.offset, "call", globals_=dispatcher.globals)
@@ -299,17 +306,13 @@ class Break:
         if fn is None or fn.__globals__ is not dispatcher.globals:
             line = _line_of(tracer.root, offset)
             name = f"resume_in_{code.co_name}_at_{line}"
-            router = None if compiled else callees.route_of(dispatcher)  # (jit routes the others)
+            router = None if compiled else JIT.route_of(dispatcher)  # (jit routes the others)
             new = resume_code(code, offset, slots, self.local_names, name, router,
-                              callees.plain_origin(dispatcher.globals, code))
+                              JIT.plain_origin(dispatcher.globals, code))
             fn = types.FunctionType(new, dispatcher.globals, name,
                                     None, tuple(types.CellType() for _ in code.co_freevars) or None)
-            o = dispatcher.options
             if compiled:
-                api.rewrite_code(fn, o, dispatcher.share)  # (equal code objects: shared only as the caller's)
-                d = api.dispatcher_of(fn)
-                d.warn_eager = False  # (part of a call whose entry is compiled)
-                d.root = dispatcher.root or weakref.ref(dispatcher)
+                JIT.jit_resume(fn, dispatcher)
             _RESUMES[key] = fn
         name = f"___resume{sum(k.startswith('___resume') for k in consts)}"
         consts[name] = fn

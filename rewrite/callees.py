@@ -15,7 +15,9 @@ called as they are.
 """
 from __future__ import annotations
 
+import dis
 import functools
+import io
 import os
 import sysconfig
 import threading
@@ -23,10 +25,21 @@ import types
 import weakref
 
 import torch
+from torch.nn.modules import module as module_globals
 
-from .bytecode import is_rewritten, original_code
+from . import breaks, logs
+from .bytecode import is_rewritten, original_code, splice_prologue
 from .bytecode.compat import CO_GENERATOR_LIKE
-from .slot import Options
+from .dispatch import MISS, Dispatcher
+from .ops.markers import disabled, python_library
+from .registry import DISABLED, OWNER
+from .slot import Options, slot_of
+
+# one rewritten code object (and so one dispatcher) per (original code, globals, options), as
+# long as a function runs it: the functions that run the code hold its dispatcher, nothing
+# else does, so deleting the function (or its module) frees its code, dispatcher and entries
+# (the dispatcher holds the globals, so their id is not reused while the item lives)
+_REWRITTEN: "weakref.WeakValueDictionary[tuple, types.CodeType]" = weakref.WeakValueDictionary()
 
 # id(function) -> (weak reference to it, {_key(options): (copy, code, defaults, kwdefaults)}): the
 # copy is remade when the function's code or defaults are reassigned; a function that is not
@@ -110,7 +123,6 @@ def _keep(d, out) -> None:
     func = getattr(out, "__func__", getattr(out, "func", out))
     if d is None or type(func) is not _FUNCTION:
         return
-    from .api import dispatcher_of
     d.callees[(func.__code__, share_key(func))] = out
     copy = dispatcher_of(func)
     if copy.root is None and copy is not d:
@@ -238,7 +250,6 @@ def _store(fn: types.FunctionType, key: int, copy) -> None:
 
 
 def _make(fn: types.FunctionType, options: Options):
-    from .api import OWNER, dispatcher_of, rewrite_code
     copy = types.FunctionType(original_code(fn.__code__), fn.__globals__, fn.__name__, fn.__defaults__,
                               fn.__closure__)
     copy.__kwdefaults__ = fn.__kwdefaults__
@@ -293,12 +304,9 @@ def _library_file(filename: str) -> bool:
 
 
 def _compilable(fn: types.FunctionType) -> bool:
-    from .api import DISABLED
-    from .ops.markers import disabled
     code = fn.__code__
     if code.co_flags & CO_GENERATOR_LIKE or fn in DISABLED or disabled(fn) is not None:
         return False
-    from .ops.markers import python_library
     if python_library(fn):  # torch.optim, torch.amp: Python libraries, compiled as user code is
         return not is_rewritten(code)
     module = (fn.__module__ or "").partition(".")[0]
@@ -308,7 +316,62 @@ def _compilable(fn: types.FunctionType) -> bool:
 
 
 def _has_hooks(module: torch.nn.Module) -> bool:
-    from torch.nn.modules import module as m
+    m = module_globals
     return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
                 or module._backward_pre_hooks or m._global_forward_hooks or m._global_forward_pre_hooks
                 or m._global_backward_hooks or m._global_backward_pre_hooks)
+
+
+# --- jitted functions: the rewritten code and its dispatcher -------------------------------------
+def rewrite_code(target: types.FunctionType, options: Options, share: tuple = ()) -> None:
+    """Give `target` the rewritten code of its code, globals and options (and `share`: what
+    else must match for two functions to share one dispatcher -- see callees.share_key)."""
+    code = target.__code__
+    key = (code, id(target.__globals__), options, share)
+    new = _REWRITTEN.get(key)
+    dispatcher = slot_of(new).owner() if new is not None else None
+    if dispatcher is None or dispatcher.globals is not target.__globals__:
+        dispatcher = Dispatcher(code, target.__globals__, options, target.__qualname__)
+        dispatcher.warn_eager = True
+        dispatcher.share = share
+        dispatcher.route = router(dispatcher)
+        new = splice_prologue(code, dispatcher.slot, MISS, dispatcher.route,  # (its eager parts: routed)
+                              plain_origin(target.__globals__, code))
+        _REWRITTEN[key] = new
+        if logs.enabled("bytecode"):
+            logs.get("bytecode").debug("ORIGINAL BYTECODE %s\n%s\nMODIFIED BYTECODE %s\n%s",
+                                       target.__qualname__, _dis(code), target.__qualname__, _dis(new))
+    target.__code__ = new
+    target.__dict__[OWNER] = dispatcher  # the function owns its compiled code (see rewrite.slot.Slot)
+
+
+def dispatcher_of(fn) -> Dispatcher:
+    """The dispatcher behind a jitted function (its cache entries, guards and graphs); of a
+    jitted module, its forward's."""
+    if isinstance(fn, torch.nn.Module):
+        fn = fn.forward
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    code = getattr(target, "__code__", None)
+    slot = slot_of(code) if isinstance(code, types.CodeType) and is_rewritten(code) else None
+    owner = slot.owner() if slot is not None and slot.owner is not None else None
+    if not isinstance(owner, Dispatcher):
+        raise ValueError(f"{fn!r} is not a jitted function")
+    return owner
+
+
+def jit_resume(fn: types.FunctionType, caller) -> None:
+    """A resume function `fn` of `caller`'s frame (a graph break's rest) jitted as its caller
+    is: the same options and share key; its compiled entries are part of the caller's call."""
+    rewrite_code(fn, caller.options, caller.share)  # (equal code objects: shared only as the caller's)
+    d = dispatcher_of(fn)
+    d.warn_eager = False  # (part of a call whose entry is compiled)
+    d.root = caller.root or weakref.ref(caller)
+
+
+def _dis(code) -> str:
+    out = io.StringIO()
+    dis.dis(code, file=out)
+    return out.getvalue()
+
+
+breaks.JIT.fill(route_of=route_of, plain_origin=plain_origin, jit_resume=jit_resume)

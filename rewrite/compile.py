@@ -18,21 +18,27 @@ import torch
 import torch.fx
 
 from . import breaks, codeload, logs
+from .bytecode.resume import list_iterator_at
 from .slot import NEXT
 
 try:  # generates the GraphModule's own Python code only if someone asks for it
     from torch.fx._lazy_graph_module import _LazyGraphModule as GraphModule
 except ImportError:  # pragma: no cover
     from torch.fx import GraphModule
-from .errors import BackendCompilerFailed, EagerOnce, RaisesEagerly, Unsupported, UserError, WholeCallEager
+from .errors import (BackendCompilerFailed, EagerOnce, RaisesEagerly, Unsupported, UserError, WholeCallEager,
+                     WritesInputs)
 from .guards.codegen import GuardCode, GuardFunction, GuardSet, render_guards
 from .guards.guard import Consts
 from .guards.source import GLOBALS, attr_expr, comment, param_name
-from .trace.graph import WritesInputs
-from .trace.interpreter import Tracer
+from .ops.builtins import TracedId
+from .ops.contexts import Enter, unwind
+from .ops.instances import made_as_called, new_instance
+from .ops.sets import members
 from .trace.builder import DynamicPolicy
-from .values.vars import (BoundVar, ConstVar, ExceptionVar, PartialVar, SetVar, SymIntVar, DictVar, DictViewVar, IdentityKey, InstanceVar, IteratorVar, ListVar, MethodVar, key_var,
-                           ObjectVar, ScalarVar, TensorVar, TupleVar, Var)
+from .trace.interpreter import Tracer
+from .values.vars import (BoundVar, ConstVar, DictVar, DictViewVar, ExceptionVar, IdentityKey, InstanceVar,
+                          IteratorVar, ListVar, MethodVar, ObjectVar, PartialVar, ScalarVar, SetVar, SymIntVar,
+                          TensorVar, TupleVar, Var, key_var)
 
 
 # backends that run the graph's torch calls as they are, so grad mode applies at run time
@@ -120,7 +126,6 @@ def plan_outputs(cap: Capture) -> None:
                     cap.output_values.append(v.value)
                 return output_expr(index[v.node])
             if isinstance(v, ConstVar):
-                from .ops.builtins import TracedId
                 if isinstance(v.value, TracedId):
                     raise Unsupported("id() of a value made in the call leaves it (eager's id is not known)")
                 return cap.consts.ref(v.value)
@@ -144,7 +149,6 @@ def plan_outputs(cap: Capture) -> None:
             if isinstance(v, ObjectVar):
                 return cap.consts.ref(v.value)
             if isinstance(v, InstanceVar):
-                from .ops.instances import made_as_called, new_instance
                 made = made_as_called(v)
                 if made is not None:  # as it was made: the class called again (its __init__ runs, as eager's)
                     args, kwargs = made
@@ -155,7 +159,6 @@ def plan_outputs(cap: Capture) -> None:
                 items = "" if v.base is None else f", {rebuild(v.base)}"  # (a dict or list literal)
                 return f"{cap.consts.ref(new_instance)}({cap.consts.ref(v.cls)}, {{{attrs}}}{items})"
             if isinstance(v, SetVar):
-                from .ops.sets import members
                 inner = ", ".join(rebuild(i) for i in members(v))
                 return (f"frozenset({{{inner}}})" if inner else "frozenset()") if v.frozen else \
                     (f"{{{inner}}}" if inner else "set()")
@@ -173,7 +176,6 @@ def plan_outputs(cap: Capture) -> None:
                 return f"{rebuild(v.dict_var)}.{v.kind}()"
             if isinstance(v, IteratorVar) and v.step is None and v.on_next is None and v.over is not None:
                 # iter(lst) handed to a call a graph break runs: the list's own iterator, as far on
-                from .ops.builtins import list_iterator_at
                 return f"{cap.consts.ref(list_iterator_at)}({rebuild(v.over)}, {v.pos})"
             if isinstance(v, IteratorVar) and v.step is None and v.on_next is None:
                 rest = ", ".join(rebuild(i) for i in v.items[v.pos:])  # over a tuple or a range: no later changes
@@ -285,7 +287,6 @@ def _on_graph_error(cap: Capture, consts: Consts, failure: GraphFailure | None) 
     division by zero), the entry runs the call eagerly (see GraphFailure). Only for
     rerunnable graphs; others let the error go (eager raises it too, from the same op, when
     it is data-dependent; a backend's bug shows as that error)."""
-    from .ops.contexts import Enter, unwind
     graph = cap.tracer.graph
     enters = tuple(n.target for n in graph.graph.nodes if isinstance(n.target, Enter))
     leave = []  # the contexts the graph entered and did not leave: left, as eager's `with` leaves them
@@ -312,15 +313,14 @@ def entry_source(cap: Capture | None, compiled, params, name: str, consts: Const
     checks = guard.lines("return ___NEXT")
     prelude = ["try:", *(f"    {line}" for line in checks), "except Exception:", "    return ___NEXT"] if checks else []
     on_error = _on_graph_error(cap, consts, failure) if compiled is not None else None
-    fused = getattr(compiled, "__rewrite_fusable__", None) if brk is None else None
+    fused = getattr(compiled, "fused_entry_source", None) if brk is None else None  # (the python backend's)
     if cap is None:  # a fallback entry: the original bytecode runs
         consts.values["___MISS"] = miss
         body = f"def entry({', '.join(args)}):\n    return ___MISS\n"
     elif fused is not None:  # the python backend's statements, inlined into the entry
-        from rewrite.codegen.python import fused_entry_source
         inputs = {node: src.expr() for src, _, node in cap.tracer.graph.inputs}
-        body, extra = fused_entry_source(fused, args, inputs, lambda outs: cap.render(outs.__getitem__),
-                                         taken=[GLOBALS, *consts.values], on_error=on_error)
+        body, extra = fused(args, inputs, lambda outs: cap.render(outs.__getitem__),
+                            taken=[GLOBALS, *consts.values], on_error=on_error)
         consts.values.update(extra)
     else:
         lines = []

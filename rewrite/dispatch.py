@@ -32,18 +32,18 @@ import threading
 import types
 import warnings
 import weakref
-from typing import TYPE_CHECKING
+
+import torch
 
 from . import codeload, config, logs
 from .bytecode.splice import prologue_names
-from .slot import MISS, NEXT, NEXT_REF, Options, Slot, _next, orphan  # noqa: F401  (torch-free: the import hook uses them)
-
-if TYPE_CHECKING:
-    from .compile import Entry
+from .compile import Entry, compile_entry
 from .errors import (BackendCompilerFailed, BreaksWarning, EagerWarning, InternalError, RecompileLimitExceeded,
                      Unsupported, UserError)
 from .guards.guard import EqualsMatch, TensorMatch, TypeMatch
 from .guards.source import comment, param_name
+from .registry import default_backend, lookup_backend
+from .slot import MISS, NEXT, NEXT_REF, Options, Slot, _next, orphan  # noqa: F401  (re-exported: callees, api)
 
 
 _ALL: "weakref.WeakSet[Dispatcher]" = weakref.WeakSet()
@@ -113,7 +113,6 @@ class Dispatcher:
             return None, None
         self._busy = True
         try:
-            from .compile import compile_entry  # (rewrite.compile -> breaks -> api -> this module)
             entry = compile_entry(self, args)
         except Unsupported:  # only with fullgraph=True; otherwise it becomes a fallback entry
             raise
@@ -252,7 +251,6 @@ class Dispatcher:
 
     # -- choosing a backend --------------------------------------------------------------------
     def backend_for(self, cap):
-        from rewrite.codegen import default_backend, lookup_backend
         backend = self.options.backend
         if backend is None:
             backend = default_backend([v for _, v, _ in cap.tracer.graph.inputs])
@@ -342,7 +340,6 @@ def reset_all() -> None:
 
 def _holds_tensors(args) -> bool:
     """Whether a call's arguments (and cells) hold a tensor, one container level deep."""
-    import torch
     for a in args:
         if type(a) is types.CellType:
             try:

@@ -102,6 +102,11 @@ def python_error(exc_type: type, *args) -> PythonError:
     return PythonError(exc_type(*args))
 
 
+class WritesInputs(Exception):
+    """Internal signal: the traced code writes into an input tensor: trace it again on copies
+    of the inputs (`clone_inputs`)."""
+
+
 class Raised(Exception):
     """Internal signal: a traced exception (`exc`, a Var) leaving a frame that has no handler
     for it: the caller's turn."""

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import functools
 import types
-
-import torch
 from dataclasses import dataclass, field
 
+import torch
+
 from . import dispatch
+from .api import dispatcher_of, jit
 from .bytecode import original_code
+from .registry import default_backend, lookup_backend
 
 
 @dataclass
@@ -63,8 +65,6 @@ class ExplainOutput:
 
 def explain(fn, backend=None):
     """`explain(fn)(*args, **kwargs)` -> ExplainOutput for that one call."""
-    from .api import dispatcher_of, jit
-
     if isinstance(fn, torch.nn.Module):  # its forward, bound to it (hooks aside, as Dynamo's explain)
         return explain(fn.forward, backend=backend)
     if isinstance(fn, functools.partial):  # (a forward that wrappers made a partial)
@@ -75,7 +75,6 @@ def explain(fn, backend=None):
         out = ExplainOutput()
 
         def recording(gm, example_inputs):
-            from rewrite.codegen import default_backend, lookup_backend
             out.graphs.append(gm)
             out.ops_per_graph.append([str(n.target) if n.op == "call_method" else getattr(n.target, "__name__", str(n.target))
                                       for n in gm.graph.nodes if n.op in ("call_function", "call_method")])

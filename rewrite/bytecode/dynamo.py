@@ -16,6 +16,8 @@ import importlib.abc
 import importlib.machinery
 import sys
 
+from . import original_code
+
 MODULE = "torch._dynamo.bytecode_transformation"  # defines _cached_cleaned_instructions(code, ...)
 
 
@@ -24,7 +26,6 @@ def patch(module) -> None:
     cached = getattr(module, "_cached_cleaned_instructions", None)
     if cached is None or getattr(cached, "__rewrite__", False):
         return
-    from . import original_code
 
     def instructions_of_original(code, *args, **kwargs):
         return cached(original_code(code), *args, **kwargs)

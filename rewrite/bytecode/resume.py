@@ -14,9 +14,19 @@ import weakref
 from bytecode import Bytecode, Instr, Label
 from bytecode.instr import InstrLocation
 
+from ..errors import Unsupported
 from . import compat
+from .fastsplice import _except_varint
 from .route import route_calls
 
+
+
+def list_iterator_at(lst: list, pos: int):
+    """A list's own (live) iterator that has already returned `pos` items: how a resume
+    function gets back a `for` loop over a list that was running at a graph break."""
+    it = iter(lst)
+    it.__setstate__(pos)
+    return it
 
 def resume_code(code: types.CodeType, offset: int, slots: tuple[str, ...], local_names: tuple[str, ...],
                 name: str, router=None, plain=None) -> types.CodeType:
@@ -58,7 +68,6 @@ def resume_code(code: types.CodeType, offset: int, slots: tuple[str, ...], local
             prologue.append(Instr("PUSH_NULL", location=loc))
             continue
         if kind == "list_iter":
-            from ..ops.builtins import list_iterator_at
             prologue += compat.call_unpacked(Instr, Instr("LOAD_CONST", list_iterator_at, location=loc),
                                              Instr("LOAD_FAST", f"{prefix}{i}", location=loc), loc)
             continue
@@ -96,9 +105,7 @@ def _with_original_depths(new: types.CodeType, code: types.CodeType) -> types.Co
     if [e.depth for e in old_entries] == [e.depth for e in new_entries]:
         return new
     if len(old_entries) != len(new_entries) or any(o.lasti != n.lasti for o, n in zip(old_entries, new_entries)):
-        from ..errors import Unsupported
         raise Unsupported(f"{code.co_name}: a resume function whose handlers do not match the original's")
-    from .fastsplice import _except_varint
     table = bytearray()
     for o, n in zip(old_entries, new_entries):
         table += _except_varint(n.start // 2, start=True) + _except_varint((n.end - n.start) // 2)

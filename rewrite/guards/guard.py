@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .source import GLOBALS, Source, is_identifier, key_expr, py_str
+from .source import GLOBALS, Source, is_identifier, is_literal, key_expr, py_str
 
 LITERAL_TYPES = (int, float, bool, str, bytes, complex, type(None))
 
@@ -45,18 +45,6 @@ def _hint(obj) -> str:
     if is_identifier(name):  # (ASCII: `___ﬁeld` would read as `___field`, another constant's name)
         return name
     return "c"
-
-
-def is_literal(obj) -> bool:
-    """True when `repr(obj)` evaluates back to an equal object of the same type."""
-    t = type(obj)
-    if t is float:
-        return math.isfinite(obj)
-    if t in (int, bool, str, bytes, type(None)):
-        return True
-    if t is tuple:
-        return all(is_literal(v) for v in obj)
-    return obj is Ellipsis
 
 
 class Guard:
@@ -470,8 +458,8 @@ class ShapeMatch(Guard):
         return [src for _, src in self.symbols]
 
     def checks(self, c):
-        from ..symbolic import to_python
         by_symbol = dict(self.symbols)
+        from ..symbolic import to_python  # (deferred: sympy, imported with the first symbolic size)
         return [to_python(self.relation, lambda s: by_symbol[s].expr())]
 
     def read(self, globals_, scope):
@@ -480,7 +468,7 @@ class ShapeMatch(Guard):
     def failure(self, values):
         if bool(self.relation.xreplace(values)):
             return None
-        from ..symbolic import to_python
         by_symbol = dict(self.symbols)
         now = ", ".join(f"{src.name()} = {values[sym]}" for sym, src in self.symbols)
+        from ..symbolic import to_python  # (deferred: sympy, imported with the first symbolic size)
         return f"{to_python(self.relation, lambda s: by_symbol[s].name())} is false ({now})"

@@ -13,6 +13,7 @@ relation as plain Python over the sizes (`x.size(0) > 100`): no sympy at call ti
 from __future__ import annotations
 
 from .. import logs
+from .guard import ShapeMatch
 from .source import Source
 
 # the tensor attributes that mark sizes dynamic or static for the next compile: rewrite's own
@@ -112,7 +113,6 @@ class ShapeEnv:
         if not self.hints:
             return []
         import sympy  # imported with the first symbolic size (it is slow to import)
-        from .guard import ShapeMatch
         first = {sym: srcs[0] for sym, srcs in self.sources.items()}
         bounds, rest = self._bounds()
         out = []

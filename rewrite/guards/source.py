@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import keyword
+import math
 from dataclasses import dataclass
+
+from ..errors import Unsupported
 
 GLOBALS = "G"  # the name of the globals dict inside generated code
 ODICT = "__import__('collections').OrderedDict"  # (generated code names builtins only)
@@ -36,9 +39,20 @@ def attr_expr(base: str, attr: str) -> str:
     return f"{base}.{attr}" if is_identifier(attr) else f"getattr({base}, {py_str(attr)})"
 
 
+def is_literal(obj) -> bool:
+    """True when `repr(obj)` evaluates back to an equal object of the same type."""
+    t = type(obj)
+    if t is float:
+        return math.isfinite(obj)
+    if t in (int, bool, str, bytes, type(None)):
+        return True
+    if t is tuple:
+        return all(is_literal(v) for v in obj)
+    return obj is Ellipsis
+
+
 def key_expr(key) -> str:
     """A subscript's key written as a literal (only keys whose repr is one: see ItemSource)."""
-    from .guard import is_literal
     if not is_literal(key):
         raise ValueError(f"{type(key).__name__} key without a literal form")
     return py_str(key) if type(key) is str else repr(key)
@@ -264,9 +278,7 @@ class ItemSource(Source):
     index: object  # a key whose repr is a literal: int, str, bool, None, finite float, tuple of them
 
     def __post_init__(self):
-        from .guard import is_literal
         if not is_literal(self.index):  # (an object's repr is not code to paste: a key from data)
-            from ..errors import Unsupported
             raise Unsupported(f"an item of {self.base.name()} whose key ({type(self.index).__name__}) "
                               "has no literal form")
 

@@ -118,7 +118,7 @@ def install(include=(), exclude=(), backend=None, fullgraph: bool = False, root:
     global _finder
     uninstall()
     if backend is not None and isinstance(backend, str):
-        from rewrite.codegen import lookup_backend
+        from ..codegen import lookup_backend  # (deferred: imports torch, only when a backend is named)
         lookup_backend(backend)  # an unknown name fails now
     _finder = _Finder(Rules(include, exclude, root), Options(backend, fullgraph, dynamic))
     sys.meta_path.insert(0, _finder)
@@ -170,7 +170,7 @@ def report(file=None) -> str:
 def _graphs(dispatcher, seen=None) -> int:
     """Graphs a function's entries captured, those of the resume functions after its graph
     breaks included (a function whose first graph is empty breaks before its ops)."""
-    from ..api import dispatcher_of
+    from ..api import dispatcher_of  # (deferred: the hook imports no torch; this runs after the program)
     seen = set() if seen is None else seen
     if dispatcher is None or id(dispatcher) in seen:
         return 0

@@ -14,6 +14,10 @@ import sys
 import traceback
 import types
 
+from .. import config
+from . import install, options, report_at_exit
+from .instrument import instrument
+
 USAGE = """usage: python -m rewrite.hook [--include GLOB]... [--exclude GLOB]... [--backend NAME]
                             [--fullgraph] [--report] (script.py | -m module) [args...]
 
@@ -74,8 +78,6 @@ def _fresh_main() -> types.ModuleType:
 
 
 def run_script(path: str, args: list[str]) -> None:
-    from . import options
-    from .instrument import instrument
     full = os.path.abspath(path)
     try:
         with open(full, "rb") as f:
@@ -101,8 +103,6 @@ def run_module(name: str, args: list[str]) -> None:
 
 def main(argv=None) -> None:
     opts = parse(list(sys.argv[1:] if argv is None else argv))
-    from .. import config
-    from . import install, report_at_exit
     root = os.path.dirname(os.path.abspath(opts["script"])) if opts["script"] else os.getcwd()
     try:
         install(opts["include"], opts["exclude"], opts["backend"], opts["fullgraph"], root=root)

@@ -7,6 +7,7 @@ is the interface the opcode handlers use: `getattr_`, `call`, and the re-exports
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
 import types
 import weakref
@@ -14,18 +15,24 @@ import weakref
 import torch
 
 from ..errors import Unsupported
-from ..guards.source import AttrSource
-from ..values.vars import (AttrDictVar, BoundVar, ConstVar, ContextExitVar, DictVar, RecordedContextVar, ExceptionVar, FunctionVar, InstanceVar,
-                            ListVar, MethodVar, ObjectVar, PartialVar, ScalarVar, SetVar, SuperVar, SymIntVar, TensorVar, TupleVar,
-                            Var)
-from .builtins import BUILTINS, PURE, call_builtin
+from ..guards.source import AttrSource, TypeSource, WeakrefSource
+from ..values.vars import (AttrDictVar, BoundVar, ConstVar, ContextExitVar, DictVar, ExceptionVar, FunctionVar,
+                           InstanceVar, ListVar, MethodVar, ObjectVar, PartialVar, RecordedContextVar, ScalarVar,
+                           SetVar, SuperVar, SymIntVar, TensorVar, TupleVar, Var, end_watch, start_watch)
+from .builtins import PURE, call_builtin
 # (containers, functions, library: their BUILTINS rules register when imported)
-from . import bases, containers, context_vars, contexts, fills, functions, higher_order, instances, library, log_calls, markers
-from .core import (const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate, key_of, make_slice,
-                   python_value, setitem, truthy, unpack)
+from . import (attrdict, bases, containers, context_vars, contexts, fills, functions, higher_order, instances,
+               library, log_calls, markers)
+from .core import (BUILTINS, CALLS, const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate,
+                   key_of, make_slice, python_type, python_value, setitem, truthy, unpack)
+from .functions import made_function_attr
+from .instances import _immutable
+from .modules import call_module
 from .objects import dict_method, getattr_object, list_method, setattr_object, tuple_field, tuple_method
 from .operators import OPERATOR_FUNCTIONS, UNARY, binary, unary
-from .tensors import call_method, call_torch, getattr_tensor, global_effect, is_torch_callable
+from .sets import make, method
+from .tensors import (call_function, call_method, call_torch, getattr_tensor, global_effect, is_torch_callable,
+                      read_state)
 
 __all__ = ["getattr_", "setattr_", "call", "binary", "unary", "const", "contains", "delitem", "describe", "fold", "getitem",
            "is_same", "iterate", "key_of", "make_slice", "python_value", "setitem", "truthy", "unpack"]
@@ -35,7 +42,6 @@ _UNARY_FUNCTIONS = {fn: sym for sym, fn in UNARY.items()}
 
 def getattr_(frame, obj: Var, name: str) -> Var:
     if name == "__class__" and not isinstance(obj, (TensorVar, ObjectVar, InstanceVar, SuperVar)):
-        from .builtins import python_type  # (a list, a dict, a namedtuple, a context, ...)
         return ObjectVar(python_type(obj))
     if name == "default_factory" and isinstance(obj, DictVar) and obj.factory is not None:
         return obj.factory
@@ -65,7 +71,6 @@ def getattr_(frame, obj: Var, name: str) -> Var:
     if isinstance(obj, SuperVar):
         return instances.getattr_super(frame, obj, name)
     if isinstance(obj, FunctionVar):
-        from .functions import made_function_attr
         return made_function_attr(frame, obj, name)
     if isinstance(obj, ConstVar):
         return const(fold(getattr, obj.value, name))  # immutable builtin values: pure
@@ -89,7 +94,6 @@ def _named_tuple_attr(frame, t: TupleVar, name: str):
     static = instances.class_attr(cls, name)
     if static is instances._MISSING or any(name in base.__dict__ for base in (tuple, object)):
         return None
-    from ..guards.source import TypeSource
     source = AttrSource(TypeSource(t.source), name) if t.source is not None else None
     if isinstance(static, property):
         return instances._property_get(frame, t, static, name, source)
@@ -136,7 +140,6 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return const(folded)
     kind = markers.state(value)
     if kind is not None:  # torch.get_autocast_dtype(), torch.distributed.is_initialized(), ...
-        from .tensors import read_state
         return read_state(frame, value, kind, args, kwargs)
     higher = higher_order.rule_of(value)
     if higher is not None:  # checkpoint, torch.cond: the function they take traced as a graph of its own
@@ -154,7 +157,6 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         raise Unsupported(f"call to {getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '?')} "
                           "(printing and logging break the graph)", "move the logging call out of the compiled function")
     if markers.allowed(value):
-        from .tensors import call_function
         return call_function(frame, value, tuple(args), kwargs)
     if _hashable(value):
         if value in instances.OBJECT_SLOTS:
@@ -188,8 +190,7 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if isinstance(value, types.FunctionType):
         return tracer.inline(value, args, kwargs, fn.source, frame)
     if isinstance(value, weakref.ReferenceType) and not args and not kwargs and fn.source is not None:
-        from ..guards.source import WeakrefSource  # `ref()`: what it refers to now (guarded: its identity)
-        return tracer.wrap(value(), WeakrefSource(fn.source))
+        return tracer.wrap(value(), WeakrefSource(fn.source))  # `ref()`: what it refers to now (guarded: its identity)
     if isinstance(value, _LRU_CACHE) and isinstance(getattr(value, "__wrapped__", None), types.FunctionType):
         return _cached_call(frame, fn, args, kwargs)
     if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
@@ -200,7 +201,6 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if isinstance(value, type):
         return _construct(frame, fn, args, kwargs)
     if isinstance(value, torch.nn.Module):
-        from .modules import call_module
         return call_module(frame, fn, args, kwargs)
     if instances.is_user_object(fn):
         return _call_object(frame, fn, args, kwargs)
@@ -219,7 +219,6 @@ def _cached_call(frame, fn: ObjectVar, args, kwargs) -> Var:
     constant, an object other than a container the cached object itself. Otherwise the wrapped
     function is traced -- if it changes nothing; the lists and dicts it returns are read-only to
     the trace (eager hands out the cached one each call); else the call is a graph break."""
-    from ..values.vars import end_watch, start_watch
     value = fn.value
     if all(foldable(a) for a in args) and all(foldable(v) for v in kwargs.values()):
         result = fold(value, *(a.python_value() for a in args), **{k: v.python_value() for k, v in kwargs.items()})
@@ -244,7 +243,6 @@ def _freeze(v: Var) -> bool:
     """Make the lists and dicts of a cached call's result read-only for the trace (eager hands
     out the one cached object: a change to it is a graph break, where eager changes that one);
     False when it holds an object that cannot be (a set, an instance)."""
-    from .instances import _immutable
     if isinstance(v, (ListVar, DictVar)) and v.source is None:
         v.mutable = False
         return all(_freeze(i) for i in (v.items if isinstance(v, ListVar) else v.items.values()))
@@ -287,7 +285,6 @@ def _unbound_method(fn, args):
     if not args or not isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) \
             or owner not in _VAR_KINDS or not isinstance(args[0], _VAR_KINDS[owner]):
         return None
-    from .builtins import python_type
     return fn.__name__ if issubclass(python_type(args[0]), owner) else None
 
 
@@ -324,15 +321,12 @@ def _call_method(frame, m: MethodVar, args, kwargs) -> Var:
     if isinstance(self, TupleVar):
         return tuple_method(frame, self, m.name, args, kwargs)
     if isinstance(self, SetVar):
-        from .sets import method
         return method(frame, self, m.name, args, kwargs)
     if isinstance(self, AttrDictVar):
-        from . import attrdict
         return attrdict.method(frame, self, m.name, args, kwargs)
     if isinstance(self, ObjectVar):
         if context_vars.is_context_var(self.value):
             return context_vars.method(frame, self, m.name, args, kwargs)
-        import inspect
         fn = inspect.getattr_static(self.value, m.name)
         if log_calls.emitter(self, m.name):
             return log_calls.logger_method(frame, self, m.name, args, kwargs)
@@ -359,7 +353,6 @@ def _call_python(frame, fn, args, kwargs) -> Var:
     if type(owner) in (str, bytes) and getattr(fn, "__name__", None) == "join" and len(args) == 1 and not kwargs:
         args = [ListVar(unpack(frame, args[0]))]  # "".join(generator): its items
     if type(owner) is frozenset and not all(foldable(a) for a in args):  # frozenset({1}).union(gen): as a set
-        from .sets import make, method
         s = make(frame, [const(v) for v in owner], frozen=True)
         s.real = set(owner)  # (its own table's order)
         return method(frame, s, fn.__name__, args, kwargs)
@@ -424,3 +417,6 @@ def _made_module(cls, args, kwargs) -> Var:
         raise Unsupported(f"constructing {cls.__module__}.{cls.__qualname__} while tracing: it holds tensors "
                           "(eager makes new ones each call)", "make the module outside the compiled function")
     return ObjectVar(fold(cls, *args, **kwargs))
+
+
+CALLS.fill(call=call, getattr=getattr_, setattr=setattr_, call_method=_call_method)

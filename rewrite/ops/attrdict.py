@@ -12,7 +12,7 @@ from ..guards.guard import NotInDictMatch
 from ..guards.source import ItemSource, ObjectAttrSource
 from ..values.side_effects import DELETED, location
 from ..values.vars import AttrDictVar, ConstVar, Var
-from .core import python_value
+from .core import ATTRDICT, OBJECTS, python_value
 
 _MISSING = object()
 
@@ -59,14 +59,13 @@ def contains(frame, d: AttrDictVar, key: Var) -> bool:
 
 def setitem(frame, d: AttrDictVar, key: Var, value) -> None:
     """`obj.__dict__[key] = value` (value DELETED: `del obj.__dict__[key]`)."""
-    from .objects import raw_setattr_object
     k = _key(key)
     if value is DELETED and read(frame, d, k) is _MISSING:
         raise python_error(KeyError, k)
     static = type(d.obj.value).__dict__.get(k, None)
     if hasattr(type(static), "__set__"):  # (setattr would go to the descriptor, the dict does not)
         raise Unsupported(f"__dict__[{k!r}] shadowed by a descriptor of the class")
-    raw_setattr_object(frame, d.obj, k, value)
+    OBJECTS.raw_setattr(frame, d.obj, k, value)
 
 
 def method(frame, d: AttrDictVar, name: str, args: list[Var], kwargs) -> Var:
@@ -78,3 +77,6 @@ def method(frame, d: AttrDictVar, name: str, args: list[Var], kwargs) -> Var:
     if name == "__getitem__" and len(args) == 1 and not kwargs:
         return getitem(frame, d, args[0])
     raise Unsupported(f"__dict__.{name}() of {type(d.obj.value).__qualname__} (the whole dict)")
+
+
+ATTRDICT.fill(getitem=getitem, setitem=setitem, contains=contains)

@@ -12,10 +12,11 @@ from __future__ import annotations
 import collections
 import types
 
-from ..errors import Unsupported
+from ..errors import Unsupported, python_error
 from ..guards.source import BaseCopySource
-from ..values.vars import ConstVar, DictVar, ListVar, ObjectVar, Var, note_mutation
-from .core import describe, mutating
+from ..values.vars import ConstVar, DictVar, InstanceVar, ListVar, MethodVar, ObjectVar, Var, note_mutation
+from .core import (CALLS, USER, class_attr, contains, delitem, describe, getitem, iterate, key_of, mutating,
+                   python_value, setitem)
 
 BASES = {dict: "dict", list: "list"}
 OWNERS = (dict, list, collections.OrderedDict)  # whose methods these are
@@ -43,18 +44,14 @@ METHODS = {
 
 
 def _method(frame, view, name, args, kwargs):
-    from . import _call_method
-    from ..values.vars import MethodVar
-    return _call_method(frame, MethodVar(view, name), args, kwargs)
+    return CALLS.call_method(frame, MethodVar(view, name), args, kwargs)
 
 
 def _getitem(frame, view, key):
-    from .core import getitem
     return getitem(frame, view, key)
 
 
 def _contains(frame, view, item):
-    from .core import contains
     return contains(frame, view, item)
 
 
@@ -77,27 +74,22 @@ def _init(frame, items, args, kwargs):
 
 
 def _iterate(frame, d):
-    from .core import iterate
     return iterate(frame, d)
 
 
 def _setitem(frame, d, key, value):
-    from .core import setitem
     setitem(frame, d, key, value)
     return ConstVar(None)
 
 
 def _delitem(frame, d, key):
-    from .core import delitem
     delitem(frame, d, key)
     return ConstVar(None)
 
 
 def _move_to_end(d, key, last=ConstVar(True)):
-    from .core import key_of, python_value
     k, at_end = key_of(key), python_value(last, "move_to_end(last=)")
     if k not in d.items:
-        from ..errors import python_error
         raise python_error(KeyError, k)
     value = d.items.pop(k)
     d.items = {k: value, **d.items} if not at_end else {**d.items, k: value}
@@ -108,7 +100,6 @@ def call(frame, fn, obj: Var, args: list[Var], kwargs) -> Var:
     """`fn(obj, *args)`, fn a builtin method of dict, OrderedDict or list (a descriptor), obj of
     a subclass: made in the call (its items) or one that came in (a view of them)."""
     owner, name = fn.__objclass__, fn.__name__
-    from ..values.vars import InstanceVar
     made = isinstance(obj, InstanceVar) and obj.base is not None
     cls = obj.cls if made else type(getattr(obj, "value", None))
     if not issubclass(cls, owner) or not made and (not isinstance(obj, ObjectVar) or obj.source is None) \
@@ -142,7 +133,6 @@ def view(frame, obj: ObjectVar, base: type) -> Var:
 def protocol(frame, obj: Var, dunder: str, *args: Var) -> Var | None:
     """`len(obj)`, `obj[k]`, `k in obj` on an object of a dict or list subclass that came in
     and does not define that method in Python: the builtin's. None: not such an object."""
-    from ..values.vars import InstanceVar
     if isinstance(obj, InstanceVar) and obj.base is not None:
         cls = obj.cls
     elif isinstance(obj, ObjectVar):
@@ -152,8 +142,10 @@ def protocol(frame, obj: Var, dunder: str, *args: Var) -> Var | None:
     base = builtin_of(cls)
     if base is None:
         return None
-    from .instances import class_attr
     method = class_attr(cls, dunder)
     if not is_base_method(method):
         return None  # (the class's own: the caller's protocol rules run it)
     return call(frame, method, obj, list(args), {})
+
+
+USER.fill(base_protocol=protocol)

@@ -6,31 +6,30 @@ Python value (PURE); anything else is unsupported.
 from __future__ import annotations
 
 import copy
-import functools
 import inspect
 import sys
 import types
 
 import torch
 
-from ..errors import Unsupported, WholeCallEager, python_error
-from ..guards.guard import HasAttrMatch
-from ..values.vars import (BoundVar, ConstVar, ExceptionVar, GradModeVar, InstanceVar, PartialVar, RecordedContextVar, SetVar, SymIntVar,
-                            SuperVar, DictVar, DictViewVar, FunctionVar, IteratorVar, ListVar, MethodVar, ObjectVar,
-                            TensorVar, TupleVar, Var)
-from .core import DATA_DEPENDENT_HINT, const, describe, fold, foldable, python_value, unpack
+from ..bytecode.resume import list_iterator_at
+from ..errors import PythonError, Raised, Unsupported, WholeCallEager, python_error, traced_error_type
+from ..guards.guard import HasAttrMatch, IdMatch
+from ..guards.source import AttrSource
+from ..values.side_effects import DELETED, location
+from ..values.vars import (ConstVar, DictVar, DictViewVar, FunctionVar, InstanceVar, IteratorVar, ListVar, MethodVar,
+                           ObjectVar, SetVar, SymIntVar, TensorVar, TupleVar, Var)
+from .bases import protocol
+from .copying import deepcopy, shallow
+from .core import (BUILTINS, CALLS, DATA_DEPENDENT_HINT, const, describe, fold, foldable, iterate, python_type,
+                   python_value, rule, sort_items, sort_keys, truthy, unpack)
 from .fills import fill
-
-BUILTINS = {}
-
-
-def rule(*fns):
-    def register(impl):
-        for fn in fns:
-            BUILTINS[fn] = impl
-        return impl
-    return register
-
+from .instances import _MISSING as missing, call_dunder, class_attr, class_source, is_user_object, type_of
+from .modules import container_modules
+from .objects import tuple_new
+from .operators import binary
+from .sets import from_iterable, make
+from .tensors import call_torch, sym_size, tensor_len
 
 # builtins that read the frame calling them. At a graph break they would read the entry's frame:
 # called from the compiled function itself, the whole call runs eagerly; called from a helper,
@@ -61,40 +60,10 @@ PURE = {abs, all, any, ascii, bin, bool, callable, chr, complex, divmod, float, 
         reversed, enumerate, zip, isinstance, issubclass}
 
 
-def python_type(v: Var) -> type:
-    if isinstance(v, TensorVar):
-        return type(v.value)
-    if isinstance(v, (ConstVar, ObjectVar)):
-        return type(v.value)
-    if isinstance(v, TupleVar):
-        return v.py_type
-    if isinstance(v, FunctionVar):
-        return types.FunctionType
-    if isinstance(v, DictViewVar):
-        return type(getattr({}, v.kind)())
-    if isinstance(v, (InstanceVar, ExceptionVar)):
-        return v.cls
-    if isinstance(v, SymIntVar):
-        return int
-    if isinstance(v, SetVar):
-        return frozenset if v.frozen else set
-    if isinstance(v, PartialVar):
-        return functools.partial
-    if isinstance(v, GradModeVar):
-        return torch.set_grad_enabled if v.made_by_set else torch.enable_grad if v.mode else torch.no_grad
-    if isinstance(v, RecordedContextVar):
-        return {"inference_mode": torch.inference_mode, "record_function": torch.autograd.profiler.record_function}.get(
-            v.kind, torch.autocast)
-    if isinstance(v, (DictVar, ListVar)):
-        return v.py_type
-    return {BoundVar: types.MethodType, SuperVar: super, ListVar: list, DictVar: dict, IteratorVar: type(iter([])), MethodVar: types.MethodType}.get(type(v), object)
-
-
 @rule(len)
 def _len(frame, args, kwargs):
     (v,) = args
     if isinstance(v, TensorVar):
-        from .tensors import sym_size, tensor_len
         if v.sym is not None and v.value.dim() and not isinstance(v.sym[0], int):
             return sym_size(frame, v, 0)
         return ConstVar(tensor_len(frame, v))
@@ -105,15 +74,12 @@ def _len(frame, args, kwargs):
     if isinstance(v, SetVar):
         return ConstVar(len(v.items))
     if isinstance(v, ObjectVar):
-        from .modules import container_modules
         mods = container_modules(frame, v)
         if mods is not None:
             return ConstVar(len(mods.items))
-    from .instances import call_dunder
     user = call_dunder(frame, v, "__len__")
     if user is not None:
         return user
-    from .bases import protocol
     inherited = protocol(frame, v, "__len__")
     if inherited is not None:
         return inherited
@@ -122,13 +88,11 @@ def _len(frame, args, kwargs):
 
 @rule(copy.deepcopy)
 def _deepcopy(frame, args, kwargs):
-    from .copying import deepcopy
     return deepcopy(frame, args, kwargs)
 
 
 @rule(copy.copy)
 def _copy(frame, args, kwargs):
-    from .copying import shallow
     return shallow(frame, args, kwargs)
 
 
@@ -143,7 +107,6 @@ def _id(frame, args, kwargs):
     (v,) = args
     if isinstance(v, ObjectVar) and not isinstance(v.value, torch.Tensor):
         if v.source is not None:  # the object that came in: its id, while it is that object
-            from ..guards.guard import IdMatch
             frame.tracer.guards.add(IdMatch(v.source, v.value))
         return ConstVar(id(v.value))
     if isinstance(v, ConstVar) and any(v.value is s for s in (None, True, False, Ellipsis, NotImplemented)):
@@ -168,14 +131,12 @@ def _type(frame, args, kwargs):
     v = args[0]  # its type is guarded already; the source lets attributes of the class be guarded
     if isinstance(v, InstanceVar):  # made in the call: its class is reached the way it was called
         return ObjectVar(v.cls, v.cls_source)
-    from .instances import class_source
     cls = python_type(v)
     return ObjectVar(cls, class_source(v.source, cls) if v.source is not None else None)
 
 
 @rule(getattr)
 def _getattr(frame, args, kwargs):
-    from . import getattr_
     name = python_value(args[1], "getattr()")
     if len(args) == 3:
         if _hooked(args[0]):  # the lookup is the class's code: run once, AttributeError gives the default
@@ -183,7 +144,7 @@ def _getattr(frame, args, kwargs):
             return args[2] if found is None else found
         if not has_attr(frame, args[0], name):
             return args[2]
-    return getattr_(frame, args[0], name)
+    return CALLS.getattr(frame, args[0], name)
 
 
 @rule(hasattr)
@@ -193,7 +154,6 @@ def _hasattr(frame, args, kwargs):
 
 def _hooked(v: Var) -> bool:
     """An object whose class looks attributes up in Python (`__getattribute__`, `__getattr__`)."""
-    from .instances import class_attr, is_user_object, type_of
     if not is_user_object(v) or isinstance(getattr(v, "value", None), torch.nn.Module):
         return False
     cls = type_of(v)
@@ -203,10 +163,8 @@ def _hooked(v: Var) -> bool:
 def _traced_getattr(frame, v: Var, name: str) -> Var | None:
     """`v.name` traced as Python runs it; None where it raised AttributeError (each path
     guards what it read, the absence of the name included)."""
-    from ..errors import PythonError, Raised, traced_error_type
-    from . import getattr_
     try:
-        return getattr_(frame, v, name)
+        return CALLS.getattr(frame, v, name)
     except (PythonError, Raised) as e:
         error = traced_error_type(e)
         if error is None or not issubclass(error, AttributeError):
@@ -227,15 +185,12 @@ def _has_attr(frame, v: Var, name: str) -> bool:
     if isinstance(v, TensorVar):
         return hasattr(v.value, name)
     if isinstance(v, InstanceVar):  # an object made in the call: its attributes are the trace's
-        from .instances import _MISSING as missing, class_attr
         if name in v.attrs or class_attr(v.cls, name) is not missing:
             return True
         if class_attr(v.cls, "__getattr__") is not missing:
             raise Unsupported(f"hasattr on {describe(v)}, whose class defines __getattr__")
         return False
     if isinstance(v, ObjectVar) and v.source is not None:  # stored or deleted earlier in this call
-        from ..guards.source import AttrSource
-        from ..values.side_effects import DELETED, location
         stored = frame.tracer.side_effects.stored(AttrSource(v.source, name), location(v.value, name))
         if stored is DELETED:
             return False
@@ -265,7 +220,6 @@ def _range(frame, args, kwargs):
 
 @rule(enumerate)
 def _enumerate(frame, args, kwargs):
-    from .core import iterate
     start = python_value(kwargs.get("start", args[1] if len(args) > 1 else ConstVar(0)), "enumerate()")
     source, count = iterate(frame, args[0]), [start]
 
@@ -280,7 +234,6 @@ def _enumerate(frame, args, kwargs):
 
 @rule(zip)
 def _zip(frame, args, kwargs):
-    from .core import iterate, python_value
     if set(kwargs) - {"strict"}:
         raise Unsupported("zip() with keyword arguments other than strict (the call raises eagerly)")
     strict = bool(python_value(kwargs["strict"], "zip(strict=)")) if "strict" in kwargs else False
@@ -307,14 +260,6 @@ def _zip(frame, args, kwargs):
     return IteratorVar(step=step)
 
 
-def list_iterator_at(lst: list, pos: int):
-    """A list's own (live) iterator that has already returned `pos` items: how a resume
-    function gets back a `for` loop over a list that was running at a graph break."""
-    it = iter(lst)
-    it.__setstate__(pos)
-    return it
-
-
 @rule(list_iterator_at)
 def _list_iterator_at(frame, args, kwargs):
     lst, pos = args
@@ -332,7 +277,6 @@ def _reversed(frame, args, kwargs):
 
 @rule(iter)
 def _iter(frame, args, kwargs):
-    from .core import iterate
     return iterate(frame, args[0])
 
 
@@ -351,7 +295,6 @@ def _next(frame, args, kwargs):
 
 def _set_of(frozen: bool):
     def impl(frame, args, kwargs):
-        from .sets import from_iterable, make
         if kwargs or len(args) > 1:
             raise Unsupported("set() arguments (the call raises eagerly)")
         if not args:
@@ -388,18 +331,6 @@ def _dict(frame, args, kwargs, py_type=dict, factory=None):
     return made
 
 
-def sort_keys(frame, items: list[Var], key: Var | None, what: str) -> list:
-    """The Python values an ordering compares: `key(item)` for each item (traced calls), or the items."""
-    from . import call
-    if key is None or isinstance(key, ConstVar) and key.value is None:
-        keyed = items
-    else:
-        keyed = [call(frame, key, [item], {}) for item in items]
-    if any(isinstance(k, TensorVar) for k in keyed):
-        raise Unsupported(f"{what} compares tensor values (data-dependent)", DATA_DEPENDENT_HINT)
-    return [python_value(k, what) for k in keyed]
-
-
 def _min_max(which):
     def impl(frame, args, kwargs):
         name = which.__name__
@@ -423,7 +354,7 @@ def _min_max(which):
 
 def _symbolic_extreme(frame, which, items):
     """min/max of sizes: symbolic (sympy Min/Max), computed by the graph."""
-    import sympy
+    import sympy  # (deferred: sympy, imported with the first symbolic size)
     if len(items) == 1:
         return items[0]
     exprs = [i.expr if isinstance(i, SymIntVar) else i.value for i in items]
@@ -444,14 +375,6 @@ def _sorted(frame, args, kwargs):
     return ListVar(sort_items(frame, items, kwargs.get("key"), kwargs.get("reverse"), "sorted()"))
 
 
-def sort_items(frame, items: list[Var], key, reverse, what: str) -> list[Var]:
-    """Python's stable sort of Vars by their keys' values (equal keys keep their order, reversed too)."""
-    keys = sort_keys(frame, items, key, what)
-    rev = python_value(reverse, what) if reverse is not None else False
-    order = fold(sorted, range(len(items)), key=keys.__getitem__, reverse=rev)
-    return [items[i] for i in order]
-
-
 BUILTINS[min] = _min_max(min)
 BUILTINS[max] = _min_max(max)
 
@@ -459,14 +382,12 @@ BUILTINS[max] = _min_max(max)
 @rule(abs)
 def _abs(frame, args, kwargs):
     if isinstance(args[0], TensorVar):
-        from .tensors import call_torch
         return call_torch(frame, torch.abs, args, {})
     return const(fold(abs, python_value(args[0], "abs()")))
 
 
 @rule(sum)
 def _sum(frame, args, kwargs):
-    from .operators import binary
     items = unpack(frame, args[0])
     total = args[1] if len(args) > 1 else kwargs.get("start", ConstVar(0))
     for item in items:
@@ -479,7 +400,6 @@ def _converter(kind):
         if args and isinstance(args[0], TensorVar):
             raise Unsupported(f"{kind.__name__}() of a tensor reads its value (data-dependent)", DATA_DEPENDENT_HINT)
         if kind is bool and args:
-            from .core import truthy
             return ConstVar(truthy(frame, args[0]))
         return const(fold(kind, *(python_value(a, f"{kind.__name__}()") for a in args)))
     return impl
@@ -507,8 +427,6 @@ def _callable(frame, args, kwargs):
 
 @rule(map)
 def _map(frame, args, kwargs):
-    from . import call
-    from .core import iterate
     fn, *its = args
     sources = [iterate(frame, i) for i in its]
 
@@ -516,20 +434,18 @@ def _map(frame, args, kwargs):
         items = [s.next() for s in sources]
         if not items or any(i is None for i in items):
             return None
-        return call(frame, fn, items, {})
+        return CALLS.call(frame, fn, items, {})
     return IteratorVar(step=step)
 
 
 @rule(filter)
 def _filter(frame, args, kwargs):
-    from . import call
-    from .core import iterate, truthy
     fn, it = args
     source = iterate(frame, it)
 
     def step():
         while (item := source.next()) is not None:
-            test = item if isinstance(fn, ConstVar) and fn.value is None else call(frame, fn, [item], {})
+            test = item if isinstance(fn, ConstVar) and fn.value is None else CALLS.call(frame, fn, [item], {})
             if truthy(frame, test):
                 return item
         return None
@@ -538,7 +454,6 @@ def _filter(frame, args, kwargs):
 
 def _any_all_impl(which):
     def impl(frame, args, kwargs):  # short-circuits, as the builtins do
-        from .core import iterate, truthy
         it, stop_on = iterate(frame, args[0]), which is any
         while (item := it.next()) is not None:
             if truthy(frame, item) is stop_on:
@@ -567,5 +482,4 @@ def call_builtin(frame, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
 
 @rule(tuple.__new__)
 def _tuple_new(frame, args, kwargs):
-    from .objects import tuple_new
     return tuple_new(frame, args, kwargs)

@@ -9,11 +9,10 @@ import itertools
 
 from ..errors import Unsupported, python_error
 from ..values.vars import ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, PartialVar, Var, note_mutation
-from .builtins import _dict, rule
-from .core import describe, key_of, python_value, unpack
-from .library import chain_from_iterable
 from . import fills
-from .core import mutating
+from .builtins import _dict
+from .core import describe, key_of, mutating, python_value, rule, unpack
+from .library import chain_from_iterable
 from .objects import list_method
 
 

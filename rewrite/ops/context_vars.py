@@ -12,8 +12,7 @@ from __future__ import annotations
 import contextvars
 
 from ..errors import Unsupported, python_error
-from ..guards.guard import is_literal
-from ..guards.source import ContextVarSource
+from ..guards.source import ContextVarSource, is_literal
 from ..values.vars import ConstVar, ObjectVar, TokenVar, Var
 
 METHODS = ("get", "set", "reset")

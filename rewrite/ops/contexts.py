@@ -27,8 +27,11 @@ from torch.amp import autocast_mode
 from torch.autograd import grad_mode
 
 from ..errors import Unsupported
+from ..guards.guard import StateMatch
+from ..guards.source import AttrSource
 from ..values.vars import ConstVar, ContextExitVar, GradModeVar, RecordedContextVar, Var
 from .core import const, describe, fold, python_value
+from .instances import _heap_type, call_bound, dunder
 
 
 def _set_grad_enabled(frame, args, kwargs) -> GradModeVar:
@@ -127,7 +130,6 @@ def is_torch_context(fn) -> bool:
     if isinstance(fn, types.FunctionType) and fn.__code__ is _CONTEXTMANAGER_CODE:
         inner = getattr(fn, "__wrapped__", None)
         return f"{getattr(inner, '__module__', '')}.".startswith("torch.")
-    from .instances import _heap_type
     return isinstance(fn, type) and _heap_type(fn) and f"{fn.__module__}.".startswith("torch.") \
         and hasattr(fn, "__enter__") and hasattr(fn, "__exit__") and not issubclass(fn, torch.nn.Module)
     # (classes written in Python only: torch.device is a context manager too, and a value)
@@ -167,7 +169,6 @@ def wrap_context(tracer, value, source) -> RecordedContextVar | None:
     made, taken = fields
     if set(vars(value)) != made or getattr(value, "record", None) is not None:
         raise Unsupported(f"a {type(value).__name__} object that was entered before the call")
-    from ..guards.source import AttrSource
     args = [tracer.wrap(getattr(value, f), AttrSource(source, f) if source is not None else None) for f in taken]
     return CONSTRUCTORS[type(value)](None, args, {})
 
@@ -254,7 +255,6 @@ def enter(frame, ctx: Var) -> tuple[Var, Var]:
                 raise Unsupported(f"`with {ctx.kind}(...) as x`: what its __enter__ returns is an object of the call")
             bound = const(ctx.handle[1])  # (sdpa_kernel's `{}`: a new one each call, as the trace's is)
         return ContextExitVar(ctx), bound
-    from .instances import call_bound, dunder
     enter_fn, exit_fn = dunder(frame, ctx, "__enter__"), dunder(frame, ctx, "__exit__")
     if enter_fn is None or exit_fn is None:
         raise Unsupported(f"with block over {describe(ctx)}")
@@ -275,7 +275,6 @@ def _changes_nothing(frame, ctx: RecordedContextVar) -> bool:
     if torch.is_autocast_enabled(device):
         return False
     if not any(c.kind == "autocast" for c in frame.tracer.open_contexts):  # the caller's state: guarded
-        from ..guards.guard import StateMatch
         frame.tracer.guards.add(StateMatch(torch.is_autocast_enabled, (device,), False))
     return True
 

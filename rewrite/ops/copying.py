@@ -22,6 +22,8 @@ from ..errors import Unsupported
 from ..guards.guard import KeysMatch, TypeMatch
 from ..guards.source import ObjectAttrSource
 from ..values.vars import ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, TupleVar, Var
+from .attrdict import of, read
+from .instances import _MISSING, _heap_type, class_attr, class_source
 
 ATOMS = (type, types.FunctionType, types.BuiltinFunctionType, types.CodeType, types.ModuleType, range, property,
          weakref.ref, torch.dtype, torch.layout, torch.memory_format, enum.Enum)
@@ -29,7 +31,6 @@ ATOMS = (type, types.FunctionType, types.BuiltinFunctionType, types.CodeType, ty
 
 def _plain(cls: type) -> bool:
     """Copying an object of `cls` is `cls.__new__(cls)` and its `__dict__` copied."""
-    from .instances import _MISSING, _heap_type, class_attr
     return (_heap_type(cls) and cls not in copy._deepcopy_dispatch and cls not in copyreg.dispatch_table
             and all(_heap_type(b) for b in cls.__mro__[:-1]) and cls.__new__ is object.__new__
             and cls.__reduce_ex__ is object.__reduce_ex__ and cls.__reduce__ is object.__reduce__
@@ -42,7 +43,6 @@ def _fields(frame, v: Var) -> dict:
     """What `v.__dict__` holds (an object made in the call, or one that came in: guarded)."""
     if isinstance(v, InstanceVar):
         return dict(v.attrs)
-    from .attrdict import of, read
     real = object.__getattribute__(v.value, "__dict__")
     if v.source is None or any(where[0] == id(v.value) for where in frame.tracer.side_effects.located):
         raise Unsupported(f"copying {type(v.value).__qualname__} written to in the call")
@@ -80,7 +80,6 @@ def copy_var(frame, v: Var, memo: dict | None) -> Var:
     if isinstance(v, (InstanceVar, ObjectVar)) and not isinstance(getattr(v, "value", None), torch.Tensor):
         cls = _class_of(v)
         if _plain(cls) and not (isinstance(v, InstanceVar) and v.base is not None):
-            from .instances import class_source
             cls_source = v.cls_source if isinstance(v, InstanceVar) else \
                 (class_source(v.source, cls) if v.source is not None else None)
             out = InstanceVar(cls, cls_source)

@@ -2,21 +2,74 @@
 from __future__ import annotations
 
 import collections
+import functools
 import operator
 import types
 
 import torch
 
 from ..errors import PythonError, Unsupported, python_error
-from ..values.vars import (AttrDictVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExceptionVar, FunctionVar, IdentityKey,
-                            InstanceVar, IteratorVar, ListVar, MethodVar, SetVar, SymIntVar, key_var,
-                            ObjectVar, ScalarVar, TensorVar, TupleVar, Var, note_mutation)
+from ..guards.guard import AliasMatch, DistinctMatch
+from ..registry import Protocol
+from ..values.side_effects import DELETED
+from ..values.vars import (IMMUTABLE, AttrDictVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExceptionVar,
+                           FunctionVar, GradModeVar, IdentityKey, InstanceVar, IteratorVar, ListVar, MethodVar,
+                           ObjectVar, PartialVar, RecordedContextVar, ScalarVar, SetVar, SuperVar, SymIntVar,
+                           TensorVar, TupleVar, Var, key_var, note_mutation)
 
-SCALARS = (int, float, bool, str, bytes, complex, type(None))
-IMMUTABLE = SCALARS + (torch.dtype, torch.device, range, slice, types.CodeType, type(Ellipsis), frozenset,
-                       torch.memory_format, torch.layout)
 
 DATA_DEPENDENT_HINT = "use torch.where or torch.cond, or move the branch out of the compiled function"
+
+# The protocols below (truth, iteration, membership, subscripts) are Python's, over every kind
+# of Var; what a kind does for them is the rule of that kind's module, above this one, and
+# running a user's __iter__ means tracing it (ops.call, the top). So core calls up through
+# these tables, which the kinds' modules fill when they are imported (rewrite.registry.check):
+CALLS = Protocol("CALLS", "rewrite.ops.core",  # the rules' interface (rewrite/ops/__init__.py)
+                 "call",  # (frame, fn, args, kwargs) -> Var: calling any Var
+                 "getattr",  # (frame, obj, name) -> Var
+                 "setattr",  # (frame, obj, name, value) -> None
+                 "call_method")  # (frame, MethodVar, args, kwargs) -> Var: a method of a container Var
+USER = Protocol("USER", "rewrite.ops.core",  # objects of the user's classes (ops/instances.py, ops/bases.py)
+                "is_user_object",  # (v) -> bool
+                "call_dunder",  # (frame, v, name, *args) -> Var | None: type(v).name in Python, called
+                "base_protocol")  # (frame, v, name, *args) -> Var | None: a dict / list base's builtin method
+TENSORS = Protocol("TENSORS", "rewrite.ops.core",  # ops/tensors.py
+                   "call_function",  # (frame, fn, args, kwargs) -> Var: a torch op on Vars, into the graph
+                   "tensor_len")  # (frame, tensor Var) -> int
+SETS = Protocol("SETS", "rewrite.ops.core",  # ops/sets.py
+                "member_key",  # (v) -> the key a set finds v by
+                "members")  # (set Var) -> [Var] in iteration order
+MODULES = Protocol("MODULES", "rewrite.ops.core",  # ops/modules.py: nn.Sequential, ModuleList, ModuleDict
+                   "iterate",  # (frame, ObjectVar) -> [Var] | None
+                   "index")  # (frame, ObjectVar, index) -> Var | None
+ATTRDICT = Protocol("ATTRDICT", "rewrite.ops.core",  # ops/attrdict.py: `obj.__dict__` read and written key by key
+                    "getitem", "setitem", "contains")
+OBJECTS = Protocol("OBJECTS", "rewrite.ops.core",  # ops/objects.py: attributes of real objects (ObjectVars)
+                   "generic_getattr",  # (frame, ObjectVar, name, fallback) -> Var: object.__getattribute__
+                   "raw_setattr")  # (frame, Var, name, value, plain=False) -> None: object.__setattr__, recorded
+
+# the rules of Python callables (builtins, functools, itertools, collections, ...): a callable
+# -> rule(frame, args, kwargs) -> Var, filled by the modules that define them (`@rule(fn)`)
+BUILTINS = {}
+
+
+def rule(*fns):
+    def register(impl):
+        for fn in fns:
+            BUILTINS[fn] = impl
+        return impl
+    return register
+
+
+def class_attr(cls: type, name: str):
+    """`name` as the class defines it (no descriptor binding), or _MISSING."""
+    for base in cls.__mro__:
+        if name in base.__dict__:
+            return base.__dict__[name]
+    return _MISSING
+
+
+_MISSING = object()
 
 
 def const(value) -> Var:
@@ -104,6 +157,35 @@ def describe(v: Var) -> str:
             CellVar: "a cell"}.get(type(v), type(v).__name__)
 
 
+def python_type(v: Var) -> type:
+    if isinstance(v, TensorVar):
+        return type(v.value)
+    if isinstance(v, (ConstVar, ObjectVar)):
+        return type(v.value)
+    if isinstance(v, TupleVar):
+        return v.py_type
+    if isinstance(v, FunctionVar):
+        return types.FunctionType
+    if isinstance(v, DictViewVar):
+        return type(getattr({}, v.kind)())
+    if isinstance(v, (InstanceVar, ExceptionVar)):
+        return v.cls
+    if isinstance(v, SymIntVar):
+        return int
+    if isinstance(v, SetVar):
+        return frozenset if v.frozen else set
+    if isinstance(v, PartialVar):
+        return functools.partial
+    if isinstance(v, GradModeVar):
+        return torch.set_grad_enabled if v.made_by_set else torch.enable_grad if v.mode else torch.no_grad
+    if isinstance(v, RecordedContextVar):
+        return {"inference_mode": torch.inference_mode, "record_function": torch.autograd.profiler.record_function}.get(
+            v.kind, torch.autocast)
+    if isinstance(v, (DictVar, ListVar)):
+        return v.py_type
+    return {BoundVar: types.MethodType, SuperVar: super, ListVar: list, DictVar: dict, IteratorVar: type(iter([])), MethodVar: types.MethodType}.get(type(v), object)
+
+
 def key_of(v: Var):
     """A dict key: the real hashable value, or an IdentityKey for a value hashed by identity
     that the trace holds as a Var (a tensor, an object made while tracing, an object that
@@ -115,7 +197,6 @@ def key_of(v: Var):
     if isinstance(v, TensorVar):
         return IdentityKey(v, v.value)
     if isinstance(v, InstanceVar):
-        from .instances import class_attr
         h = class_attr(v.cls, "__hash__")
         if h is None:
             raise python_error(TypeError, f"unhashable type: {v.cls.__name__!r}")
@@ -139,7 +220,6 @@ def find_key(frame, items: dict, v: Var):
     in as keys is guarded (the lookup would find one of them if it were)."""
     key = key_of(v)
     if isinstance(key, IdentityKey) and isinstance(v, ObjectVar) and v.source is not None and key not in items:
-        from ..guards.guard import DistinctMatch
         for k in items:
             if isinstance(k, IdentityKey) and isinstance(k.var, ObjectVar) and k.var.source is not None:
                 frame.tracer.guards.add(DistinctMatch(v.source, k.var.source))
@@ -195,7 +275,7 @@ def _real_identity(v: Var):
 def is_same(a: Var, b: Var, frame=None) -> bool:
     same = _real_identity(a) is _real_identity(b)
     if frame is not None and a.source is not None and b.source is not None and a.source != b.source:
-        from ..guards.guard import AliasMatch, DistinctMatch  # the branch taken depends on the answer
+        # (the branch taken depends on the answer)
         frame.tracer.guards.add(AliasMatch(a.source, b.source) if same else DistinctMatch(a.source, b.source))
     return same
 
@@ -204,7 +284,7 @@ def truthy(frame, v: Var) -> bool:
     if isinstance(v, ConstVar):
         return bool(v.value)
     if isinstance(v, SymIntVar):
-        import sympy
+        import sympy  # (deferred: sympy is imported with the first symbolic size)
         return v.env.decide(sympy.Ne(v.expr, 0))
     if isinstance(v, (TupleVar, ListVar, DictVar, SetVar)):
         return len(v.items) > 0
@@ -212,16 +292,14 @@ def truthy(frame, v: Var) -> bool:
         return len(v.dict_var.items) > 0
     if isinstance(v, (TensorVar, ScalarVar)):
         raise Unsupported("data-dependent branching: the condition depends on a tensor's value", DATA_DEPENDENT_HINT)
-    from .instances import call_dunder, is_user_object
-    if is_user_object(v):
+    if USER.is_user_object(v):
         for name in ("__bool__", "__len__"):
-            result = call_dunder(frame, v, name)
+            result = USER.call_dunder(frame, v, name)
             if result is not None:
                 if not isinstance(result, ConstVar) or type(result.value) not in (bool, int):
                     raise Unsupported(f"{name} returned {describe(result)}")
                 return bool(result.value)
-        from .bases import protocol
-        inherited = protocol(frame, v, "__len__")  # a dict subclass: empty is false
+        inherited = USER.base_protocol(frame, v, "__len__")  # a dict subclass: empty is false
         if inherited is not None:
             return bool(inherited.value)
         if isinstance(v, InstanceVar):
@@ -253,16 +331,13 @@ def unpack(frame, v: Var) -> list[Var]:
     if isinstance(v, DictViewVar):
         return v.current()
     if isinstance(v, SetVar):
-        from .sets import members
-        return members(v)
+        return SETS.members(v)
     if isinstance(v, ConstVar) and isinstance(v.value, (range, str, bytes, tuple, frozenset)):
         return [const(x) for x in v.value]
     if isinstance(v, TensorVar):
-        from .tensors import tensor_len
-        return [getitem(frame, v, ConstVar(i)) for i in range(tensor_len(frame, v))]
+        return [getitem(frame, v, ConstVar(i)) for i in range(TENSORS.tensor_len(frame, v))]
     if isinstance(v, ObjectVar):
-        from .modules import iterate_modules
-        items = iterate_modules(frame, v)
+        items = MODULES.iterate(frame, v)
         if items is not None:
             return items
     it = _user_iter(frame, v)
@@ -274,11 +349,9 @@ def unpack(frame, v: Var) -> list[Var]:
 def _user_iter(frame, v: Var):
     """iter(v) for a user object whose class defines __iter__ (a generator method, or one
     returning an iterable the tracer knows)."""
-    from .instances import call_dunder
-    it = call_dunder(frame, v, "__iter__")
+    it = USER.call_dunder(frame, v, "__iter__")
     if it is None:
-        from .bases import protocol
-        it = protocol(frame, v, "__iter__")
+        it = USER.base_protocol(frame, v, "__iter__")
     if it is None or isinstance(it, IteratorVar):
         return it
     if isinstance(it, (ListVar, TupleVar, DictVar, DictViewVar)):
@@ -308,12 +381,29 @@ def iterate(frame, v: Var) -> IteratorVar:
     return IteratorVar(unpack(frame, v))
 
 
+def sort_keys(frame, items: list[Var], key: Var | None, what: str) -> list:
+    """The Python values an ordering compares: `key(item)` for each item (traced calls), or the items."""
+    if key is None or isinstance(key, ConstVar) and key.value is None:
+        keyed = items
+    else:
+        keyed = [CALLS.call(frame, key, [item], {}) for item in items]
+    if any(isinstance(k, TensorVar) for k in keyed):
+        raise Unsupported(f"{what} compares tensor values (data-dependent)", DATA_DEPENDENT_HINT)
+    return [python_value(k, what) for k in keyed]
+
+
+def sort_items(frame, items: list[Var], key, reverse, what: str) -> list[Var]:
+    """Python's stable sort of Vars by their keys' values (equal keys keep their order, reversed too)."""
+    keys = sort_keys(frame, items, key, what)
+    rev = python_value(reverse, what) if reverse is not None else False
+    order = fold(sorted, range(len(items)), key=keys.__getitem__, reverse=rev)
+    return [items[i] for i in order]
+
+
 def contains(frame, container: Var, item: Var) -> bool:
     if isinstance(container, SetVar):
-        from .sets import member_key
-        found = member_key(item) in container.items
+        found = SETS.member_key(item) in container.items
         if not found and isinstance(item, ObjectVar) and item.source is not None:  # (as find_key guards)
-            from ..guards.guard import DistinctMatch
             for member in container.items.values():
                 if isinstance(member, ObjectVar) and member.source is not None:
                     frame.tracer.guards.add(DistinctMatch(item.source, member.source))
@@ -335,28 +425,23 @@ def contains(frame, container: Var, item: Var) -> bool:
     if isinstance(container, ConstVar):
         return fold(operator.contains, container.value, python_value(item, "`in`"))
     if isinstance(container, AttrDictVar):
-        from . import attrdict
-        return attrdict.contains(frame, container, item)
-    from .instances import call_dunder
-    user = call_dunder(frame, container, "__contains__", item)
+        return ATTRDICT.contains(frame, container, item)
+    user = USER.call_dunder(frame, container, "__contains__", item)
     if user is not None:
         return truthy(frame, user)
-    from .bases import protocol
-    inherited = protocol(frame, container, "__contains__", item)
+    inherited = USER.base_protocol(frame, container, "__contains__", item)
     if inherited is not None:
         return truthy(frame, inherited)
-    if call_dunder(frame, container, "__iter__") is not None:
+    if USER.call_dunder(frame, container, "__iter__") is not None:
         return contains(frame, ListVar(unpack(frame, container)), item)
     raise Unsupported(f"`in` on {describe(container)}")
 
 
 def getitem(frame, obj: Var, index: Var) -> Var:
     if isinstance(obj, TensorVar):
-        from .tensors import call_function
-        return call_function(frame, operator.getitem, (obj, index), {})
+        return TENSORS.call_function(frame, operator.getitem, (obj, index), {})
     if isinstance(obj, ObjectVar):
-        from .modules import index_modules
-        picked = index_modules(frame, obj, index)
+        picked = MODULES.index(frame, obj, index)
         if picked is not None:
             return picked
         annotation = _annotation(obj, index)
@@ -377,8 +462,7 @@ def getitem(frame, obj: Var, index: Var) -> Var:
             return TupleVar(picked, py_type=py_type)
         return picked
     if isinstance(obj, AttrDictVar):
-        from . import attrdict
-        return attrdict.getitem(frame, obj, index)
+        return ATTRDICT.getitem(frame, obj, index)
     if isinstance(obj, DictVar):
         key = find_key(frame, obj.items, index)
         if key not in obj.items:
@@ -386,12 +470,10 @@ def getitem(frame, obj: Var, index: Var) -> Var:
         return obj.items[key]
     if isinstance(obj, ConstVar):
         return const(fold(operator.getitem, obj.value, plain_slice(python_value(index, "an index"))))
-    from .instances import call_dunder
-    user = call_dunder(frame, obj, "__getitem__", index)
+    user = USER.call_dunder(frame, obj, "__getitem__", index)
     if user is not None:
         return user
-    from .bases import protocol
-    inherited = protocol(frame, obj, "__getitem__", index)
+    inherited = USER.base_protocol(frame, obj, "__getitem__", index)
     if inherited is not None:
         return inherited
     raise Unsupported(f"subscript of {describe(obj)}")
@@ -402,8 +484,7 @@ def missing(frame, d: DictVar, key) -> Var:
     is inserted), any other dict raises KeyError."""
     if d.factory is None or isinstance(d.factory, ConstVar) and d.factory.value is None:
         raise python_error(KeyError, key_var(key).python_value())
-    from . import call
-    value = call(frame, d.factory, [], {})
+    value = CALLS.call(frame, d.factory, [], {})
     mutating(frame, d)
     d.items[key] = value
     return value
@@ -434,8 +515,7 @@ def _annotation(obj: ObjectVar, index: Var):
 
 def setitem(frame, obj: Var, index: Var, value: Var) -> None:
     if isinstance(obj, TensorVar):
-        from .tensors import call_function
-        call_function(frame, operator.setitem, (obj, index, value), {})
+        TENSORS.call_function(frame, operator.setitem, (obj, index, value), {})
         return
     if isinstance(obj, (ListVar, DictVar)):
         mutating(frame, obj)
@@ -450,14 +530,11 @@ def setitem(frame, obj: Var, index: Var, value: Var) -> None:
         obj.items[find_key(frame, obj.items, index)] = value
         return
     if isinstance(obj, AttrDictVar):
-        from . import attrdict
-        attrdict.setitem(frame, obj, index, value)
+        ATTRDICT.setitem(frame, obj, index, value)
         return
-    from .instances import call_dunder
-    if call_dunder(frame, obj, "__setitem__", index, value) is not None:
+    if USER.call_dunder(frame, obj, "__setitem__", index, value) is not None:
         return
-    from .bases import protocol
-    if protocol(frame, obj, "__setitem__", index, value) is not None:
+    if USER.base_protocol(frame, obj, "__setitem__", index, value) is not None:
         return
     raise Unsupported(f"item assignment on {describe(obj)}")
 
@@ -472,14 +549,10 @@ def delitem(frame, obj: Var, index: Var) -> None:
         fold(operator.delitem, obj.items, find_key(frame, obj.items, index))
         return
     if isinstance(obj, AttrDictVar):
-        from ..values.side_effects import DELETED
-        from . import attrdict
-        attrdict.setitem(frame, obj, index, DELETED)
+        ATTRDICT.setitem(frame, obj, index, DELETED)
         return
-    from .instances import call_dunder
-    if call_dunder(frame, obj, "__delitem__", index) is not None:
+    if USER.call_dunder(frame, obj, "__delitem__", index) is not None:
         return
-    from .bases import protocol
-    if protocol(frame, obj, "__delitem__", index) is not None:
+    if USER.base_protocol(frame, obj, "__delitem__", index) is not None:
         return
     raise Unsupported(f"del on an item of {describe(obj)}")

@@ -21,11 +21,12 @@ import inspect
 import types
 
 from ..errors import Unsupported, python_error
-from ..guards.guard import EqualsMatch, HasAttrMatch, IdMatch, KeysMatch, LenMatch, TypeMatch, is_literal
-from ..guards.source import AttrSource, ItemSource
-from ..values.vars import BoundVar, ConstVar, DictVar, FunctionVar, MethodVar, ObjectVar, TupleVar, Var
-from .builtins import rule
-from .core import IMMUTABLE, const, describe, fold, python_value
+from ..guards.guard import EqualsMatch, HasAttrMatch, IdMatch, KeysMatch, LenMatch, TypeMatch
+from ..guards.source import AttrSource, ItemSource, is_literal
+from ..values.side_effects import location
+from ..values.vars import IMMUTABLE, BoundVar, ConstVar, DictVar, FunctionVar, MethodVar, ObjectVar, TupleVar, Var
+from .core import const, describe, fold, python_value, rule
+from .instances import class_source
 
 # attributes of a function that are its state, read as the value they hold now (guarded on it)
 FUNCTION_VALUES = {"__name__", "__qualname__", "__module__", "__doc__", "__defaults__", "__kwdefaults__",
@@ -127,7 +128,6 @@ def _signature(frame, args, kwargs):
         # `module.forward`: the function found on the class (getattr_object guarded it there)
         self = target.self_var
         func = inspect.getattr_static(self.value, target.name)
-        from .instances import class_source
         source = AttrSource(class_source(self.source, type(self.value)), target.name) if self.source else None
     else:
         raise Unsupported(f"inspect.signature of {describe(target)}")
@@ -165,7 +165,6 @@ def _has(tracer, fn, source, name: str) -> bool:
     """hasattr(fn, name), guarded; an attribute written earlier in this trace is not followed."""
     if source is None:
         return hasattr(fn, name)
-    from ..values.side_effects import location
     if tracer.side_effects.stored(AttrSource(source, name), location(fn, name)) is not None:
         raise Unsupported(f"inspect.signature of a function whose {name} was set in the call")
     present = hasattr(fn, name)

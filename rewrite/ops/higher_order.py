@@ -15,14 +15,16 @@ and runs as it is.
 from __future__ import annotations
 
 import functools
+import types
 
 import torch
 import torch.fx
 
 from ..errors import Unsupported
-from ..values.vars import (ConstVar, DictVar, ListVar, ObjectVar, SymIntVar, TensorVar, TupleVar, Var, mutations,
-                            end_watch, start_watch)
-from .core import describe, python_value
+from ..values.vars import (ConstVar, DictVar, ListVar, ObjectVar, SymIntVar, TensorVar, TupleVar, Var, end_watch,
+                           mutations, start_watch)
+from .core import CALLS, describe, python_value, truthy, unpack
+from .tensors import call_function
 
 _VALUES = (TensorVar, SymIntVar)
 
@@ -64,7 +66,6 @@ class Body:
 def trace_body(frame, fn: Var, args: list[Var], kwargs: dict, params: list[Var], what: str) -> Body:
     """Trace `fn(*args, **kwargs)` into its own graph; `params` (tensors among the arguments)
     become its first placeholders, whatever else it reads from the caller the next ones."""
-    from . import call
     tracer = frame.tracer
     graph = tracer.graph
     effects = tracer.side_effects
@@ -73,7 +74,7 @@ def trace_body(frame, fn: Var, args: list[Var], kwargs: dict, params: list[Var],
     mark = graph.mark()
     watch = start_watch()  # (changes to anything made before the body: a list, a cell, an object)
     try:
-        result = call(frame, fn, args, kwargs)
+        result = CALLS.call(frame, fn, args, kwargs)
     finally:
         changed = end_watch(watch)
     if changed or (mutations(), len(effects.stores), len(effects.containers), len(tracer.open_contexts),
@@ -114,7 +115,6 @@ def trace_body(frame, fn: Var, args: list[Var], kwargs: dict, params: list[Var],
 
 def _outer(frame, runner, inputs: list, body_result: Var, leaves: list) -> Var:
     """The one outer node running the body (or bodies): its results in the body's structure."""
-    from .tensors import call_function
     out = call_function(frame, runner, tuple(inputs), {})
     items = out.items if isinstance(out, TupleVar) else [out]
     if len(items) != len(leaves):
@@ -167,8 +167,6 @@ def _run_cond(true_body, false_body, n_ops: int, n_true: int, pred, *values):
 
 def cond(frame, args: list[Var], kwargs: dict) -> Var:
     """`torch.cond(pred, true_fn, false_fn, operands)`: both branches traced, one node picks."""
-    from . import call
-    from .core import truthy, unpack
     names = ("pred", "true_fn", "false_fn", "operands")
     bound = dict(zip(names, args)) | kwargs
     if len(args) > 4 or set(bound) - set(names) or not {"pred", "true_fn", "false_fn"} <= set(bound):
@@ -176,7 +174,7 @@ def cond(frame, args: list[Var], kwargs: dict) -> Var:
     pred, true_fn, false_fn = bound["pred"], bound["true_fn"], bound["false_fn"]
     operands = unpack(frame, bound.get("operands", TupleVar([])))
     if not isinstance(pred, TensorVar):  # a Python bool or a size test: the branch is known now
-        return call(frame, true_fn if truthy(frame, pred) else false_fn, operands, {})
+        return CALLS.call(frame, true_fn if truthy(frame, pred) else false_fn, operands, {})
     if pred.value.numel() != 1:
         raise Unsupported("torch.cond with a predicate of more than one element (the call raises eagerly)")
     flat: list = []
@@ -203,7 +201,6 @@ RULES = {  # (module, qualname) -> rule
 
 
 def rule_of(fn):
-    import types
     if not isinstance(fn, types.FunctionType):
         return None
     return RULES.get((fn.__globals__.get("__name__"), fn.__code__.co_qualname)) or \

@@ -15,12 +15,14 @@ import types
 
 import torch
 
-from ..errors import Unsupported, python_error
-from ..guards.source import AttrSource
-from ..values.vars import BoundVar, ConstVar, InstanceVar, ObjectVar, SuperVar, Var, note_mutation
-from .core import const, describe
+from ..errors import PythonError, Raised, Unsupported, python_error, traced_error_type
+from ..guards.source import AttrSource, ItemSource, TypeSource
+from ..values.side_effects import DELETED
+from ..values.vars import (BoundVar, ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, ScalarVar, SuperVar,
+                           SymIntVar, TensorVar, TupleVar, Var, mutations, note_mutation)
+from . import bases
+from .core import _MISSING, CALLS, OBJECTS, USER, class_attr, const, describe, is_same, python_type
 
-_MISSING = object()
 METACLASSES = (type, abc.ABCMeta)
 # the `__getattribute__` slots of builtin types that are Python's generic lookup (what
 # `object.__getattribute__` does); a class inheriting one of them reads attributes as objects do
@@ -47,14 +49,6 @@ def new_instance(cls, attrs: dict, items: dict | list | None = None):
             setitem(obj, k, v)
     object.__getattribute__(obj, "__dict__").update(attrs)  # (past a __getattribute__ of the class's own)
     return obj
-
-
-def class_attr(cls: type, name: str):
-    """`name` as the class defines it (no descriptor binding), or _MISSING."""
-    for base in cls.__mro__:
-        if name in base.__dict__:
-            return base.__dict__[name]
-    return _MISSING
 
 
 def _heap_type(cls) -> bool:
@@ -94,7 +88,6 @@ def construct(frame, cls_var: ObjectVar, args, kwargs) -> InstanceVar:
     why = why_not_constructible(cls)
     if why is not None:
         raise Unsupported(f"constructing {cls.__module__}.{cls.__qualname__} while tracing ({why})")
-    from ..values.vars import DictVar, ListVar, mutations
     base = DictVar({}) if issubclass(cls, dict) else ListVar([]) if issubclass(cls, list) else None
     inst = InstanceVar(cls, cls_var.source, base)
     tracer = frame.tracer
@@ -105,7 +98,6 @@ def construct(frame, cls_var: ObjectVar, args, kwargs) -> InstanceVar:
         if not (isinstance(result, ConstVar) and result.value is None):
             raise Unsupported(f"{cls.__qualname__}.__init__ returned {describe(result)} (the call raises eagerly)")
     elif inst.base is not None:
-        from . import bases
         bases.call(frame, init, inst, list(args), kwargs)  # dict.__init__: its items
     elif args or kwargs:
         raise Unsupported(f"{cls.__qualname__}() takes no arguments (the call raises eagerly)")
@@ -132,7 +124,6 @@ def _items(inst: InstanceVar):
 def _immutable(v: Var) -> bool:
     """A value nothing can change in place behind the object's back (a tensor's data is the
     graph's: the rebuilt object holds the graph's output)."""
-    from ..values.vars import ScalarVar, SymIntVar, TensorVar, TupleVar
     if isinstance(v, (ConstVar, TensorVar, ScalarVar, SymIntVar)):
         return True
     if isinstance(v, ObjectVar):  # came in: its changes are the trace's side effects
@@ -172,7 +163,6 @@ def own_getattribute(cls: type):
 def class_source(source, cls: type):
     """The source of an object's class: `obj.__class__` (one attribute read), or `type(obj)`
     when the class's own `__getattribute__` would answer `obj.__class__`."""
-    from ..guards.source import TypeSource
     return TypeSource(source) if own_getattribute(cls) is not None else AttrSource(source, "__class__")
 
 
@@ -180,7 +170,6 @@ def hooked_getattr(frame, v: Var, name: str, hook) -> Var:
     """`v.name` when v's class defines `__getattribute__`: that method traced (guarded on the
     class holding it), then the class's `__getattr__` if it raised AttributeError, as Python's
     attribute lookup does."""
-    from ..errors import PythonError, Raised, traced_error_type
     try:
         return frame.tracer.inline(hook, [v, ConstVar(name)], {}, _on_class(v, "__getattribute__"), frame)
     except (PythonError, Raised) as e:
@@ -194,7 +183,6 @@ def hooked_getattr(frame, v: Var, name: str, hook) -> Var:
 def type_of(v: Var) -> type:
     if isinstance(v, InstanceVar):
         return v.cls
-    from .builtins import python_type
     return python_type(v)
 
 
@@ -229,7 +217,6 @@ def generic_getattr_instance(frame, inst: InstanceVar, name: str, fallback: bool
     if name == "__class__":
         return ObjectVar(inst.cls, inst.cls_source)
     if name == "__dict__":  # the attributes themselves (a DictVar over the very dict)
-        from ..values.vars import DictVar
         view = DictVar({})
         view.items = inst.attrs
         view.born = inst.born  # (its changes are the object's: undone at a break as the object's are)
@@ -240,7 +227,6 @@ def generic_getattr_instance(frame, inst: InstanceVar, name: str, fallback: bool
         return _property_get(frame, inst, static, name, source)
     if static is not _MISSING and hasattr(type(static), "__set__"):
         raise Unsupported(f"descriptor {name!r} of class {inst.cls.__qualname__} ({type(static).__qualname__})")
-    from . import bases
     if inst.base is not None and bases.is_base_method(static) and name not in inst.attrs:
         return BoundVar(static, inst, None)  # `output.keys()`: the dict's
     if name in inst.attrs:
@@ -269,7 +255,6 @@ def getattr_fallback(frame, v: Var, name: str) -> Var | None:
 
 def setattr_instance(frame, inst: InstanceVar, name: str, value) -> None:
     """`inst.name = value` (value DELETED: `del inst.name`)."""
-    from ..values.side_effects import DELETED
     static = class_attr(inst.cls, name)
     if isinstance(static, property):
         fn = static.fdel if value is DELETED else static.fset
@@ -294,7 +279,6 @@ def setattr_instance(frame, inst: InstanceVar, name: str, value) -> None:
 
 def store(inst: InstanceVar, name: str, value) -> None:
     """object.__setattr__ / object.__delattr__ on an object the trace made."""
-    from ..values.side_effects import DELETED
     note_mutation(inst)
     if value is DELETED:
         if name not in inst.attrs:
@@ -317,10 +301,8 @@ def _object_getattribute(frame, args, kwargs):
     if isinstance(obj, InstanceVar):
         return generic_getattr_instance(frame, obj, name, fallback=False)
     if isinstance(obj, ObjectVar) and not isinstance(obj.value, (type, types.ModuleType)):
-        from .objects import generic_getattr
-        return generic_getattr(frame, obj, name, fallback=False)
-    from . import getattr_
-    return getattr_(frame, obj, name)  # (a value the tracer models: its lookup is the generic one)
+        return OBJECTS.generic_getattr(frame, obj, name, fallback=False)
+    return CALLS.getattr(frame, obj, name)  # (a value the tracer models: its lookup is the generic one)
 
 
 def _object_setattr(frame, args, kwargs):
@@ -330,7 +312,6 @@ def _object_setattr(frame, args, kwargs):
 
 
 def _object_delattr(frame, args, kwargs):
-    from ..values.side_effects import DELETED
     obj, name = _slot_args("__delattr__", args, kwargs, 2)
     _raw_setattr(frame, obj, name, DELETED)
     return ConstVar(None)
@@ -340,8 +321,7 @@ def _raw_setattr(frame, obj: Var, name: str, value) -> None:
     if isinstance(obj, InstanceVar):
         store(obj, name, value)
     elif isinstance(obj, ObjectVar):
-        from .objects import raw_setattr_object
-        raw_setattr_object(frame, obj, name, value)
+        OBJECTS.raw_setattr(frame, obj, name, value)
     else:
         raise Unsupported(f"object.__setattr__ on {describe(obj)}")
 
@@ -392,14 +372,12 @@ def getattr_super(frame, sup: SuperVar, name: str) -> Var:
                 static = object.__getattribute__
             if static in OBJECT_SLOTS:
                 return BoundVar(static, obj, None)
-        from . import bases
         if bases.is_base_method(static):  # `super().get(key)`: the builtin's, on its part of obj
             return BoundVar(static, obj, None)
         if base is object:
             raise Unsupported(f"super().{name} resolves to object.{name}")
         source = None
         if cls_source is not None:  # type(obj).__mro__[i].name: that base, and what it holds now
-            from ..guards.source import ItemSource
             source = AttrSource(ItemSource(cls_source, i), name)
         if isinstance(static, property):
             return _property_get(frame, obj, static, name, source)
@@ -434,7 +412,6 @@ def call_dunder(frame, v: Var, name: str, *args: Var) -> Var | None:
 def call_bound(frame, b: BoundVar, args, kwargs) -> Var:
     if b.func in OBJECT_SLOTS:
         return OBJECT_SLOTS[b.func](frame, [b.self_var, *args], kwargs)
-    from . import bases
     if bases.is_base_method(b.func):  # `super().get(key)` in a dict subclass
         return bases.call(frame, b.func, b.self_var, args, kwargs)
     return frame.tracer.inline(b.func, [b.self_var, *args], kwargs, b.func_source, frame)
@@ -479,6 +456,8 @@ def binary(frame, fn, a: Var, b: Var) -> Var | None:
         if result is not None and not _not_implemented(result):
             return result
     if name in ("__eq__", "__ne__"):  # object's default: identity
-        from .core import is_same
         return ConstVar(is_same(a, b) == (name == "__eq__"))
     raise Unsupported(f"operator {fn.__name__} on {describe(a)} and {describe(b)} (the call raises eagerly)")
+
+
+USER.fill(is_user_object=is_user_object, call_dunder=call_dunder)

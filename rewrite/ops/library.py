@@ -21,9 +21,11 @@ import types
 import torch
 
 from ..errors import Unsupported
-from ..values.vars import CellVar, ConstVar, FunctionVar, IteratorVar, ObjectVar, PartialVar, TupleVar, Var
-from .builtins import BUILTINS, rule
-from .core import const, describe, fold, foldable, getitem, iterate, python_value, unpack
+from ..values.side_effects import DELETED
+from ..values.vars import (CellVar, ConstVar, DictVar, FunctionVar, IteratorVar, ListVar, ObjectVar, PartialVar,
+                           TensorVar, TupleVar, Var)
+from .core import BUILTINS, CALLS, const, describe, fold, foldable, getitem, iterate, python_value, rule, unpack
+from .operators import binary
 
 
 def _values(args, kwargs, what):
@@ -74,13 +76,11 @@ def _partial(frame, args, kwargs):
 
 
 def call_partial(frame, p: PartialVar, args, kwargs) -> Var:
-    from . import call
-    return call(frame, p.func, [*p.args, *args], {**p.kwargs, **kwargs})
+    return CALLS.call(frame, p.func, [*p.args, *args], {**p.kwargs, **kwargs})
 
 
 @rule(functools.reduce)
 def _reduce(frame, args, kwargs):
-    from . import call
     if kwargs or len(args) not in (2, 3):
         raise Unsupported("functools.reduce() arguments (the call raises eagerly)")
     items = unpack(frame, args[1])
@@ -91,7 +91,7 @@ def _reduce(frame, args, kwargs):
     else:
         raise Unsupported("reduce() of an empty iterable with no initial value (the call raises eagerly)")
     for item in items:
-        acc = call(frame, args[0], [acc, item], {})
+        acc = CALLS.call(frame, args[0], [acc, item], {})
     return acc
 
 
@@ -105,7 +105,6 @@ def getter_rule(kind):
 
 def call_getter(frame, getter, args, kwargs) -> Var:
     """`itemgetter(*keys)(obj)`, `attrgetter(*names)(obj)` on a Var."""
-    from . import getattr_
     kind, keys = getter.__reduce__()
     if len(args) != 1 or kwargs:
         raise Unsupported(f"{kind.__name__} called with {len(args)} arguments (the call raises eagerly)")
@@ -116,7 +115,7 @@ def call_getter(frame, getter, args, kwargs) -> Var:
             return getitem(frame, obj, const(key))
         v = obj
         for part in key.split("."):
-            v = getattr_(frame, v, part)
+            v = CALLS.getattr(frame, v, part)
         return v
     picked = [one(k) for k in keys]
     return picked[0] if len(keys) == 1 else TupleVar(picked)
@@ -253,8 +252,6 @@ def _chain_from_iterable(frame, args, kwargs):
 
 @rule(itertools.accumulate)
 def _accumulate(frame, args, kwargs):
-    from . import call
-    from .operators import binary
     if len(args) not in (1, 2) or set(kwargs) - {"func", "initial"}:
         raise Unsupported("itertools.accumulate() arguments (the call raises eagerly)")
     func = args[1] if len(args) == 2 else kwargs.get("func", ConstVar(None))
@@ -277,7 +274,7 @@ def _accumulate(frame, args, kwargs):
         elif isinstance(func, ConstVar) and func.value is None:
             state["total"] = binary(frame, "+", total, item)
         else:
-            state["total"] = call(frame, func, [total, item], {})
+            state["total"] = CALLS.call(frame, func, [total, item], {})
         return state["total"]
     return IteratorVar(step=step)
 
@@ -285,20 +282,17 @@ def _accumulate(frame, args, kwargs):
 # --- builtins that act on attributes ----------------------------------------------------------------------
 @rule(setattr)
 def _setattr(frame, args, kwargs):
-    from . import setattr_
     if len(args) != 3 or kwargs:
         raise Unsupported("setattr() takes three arguments (the call raises eagerly)")
-    setattr_(frame, args[0], python_value(args[1], "setattr()"), args[2])
+    CALLS.setattr(frame, args[0], python_value(args[1], "setattr()"), args[2])
     return ConstVar(None)
 
 
 @rule(delattr)
 def _delattr(frame, args, kwargs):
-    from . import setattr_
-    from ..values.side_effects import DELETED
     if len(args) != 2 or kwargs:
         raise Unsupported("delattr() takes two arguments (the call raises eagerly)")
-    setattr_(frame, args[0], python_value(args[1], "delattr()"), DELETED)
+    CALLS.setattr(frame, args[0], python_value(args[1], "delattr()"), DELETED)
     return ConstVar(None)
 
 
@@ -325,7 +319,6 @@ def _group_by_device_and_dtype(frame, args, kwargs):
     """`torch._C._group_tensors_by_device_and_dtype(tensorlistlist, with_indices)` (what the
     optimizers' foreach paths call): grouped by the real function on the tensors the trace
     holds (their devices and dtypes are guarded), the groups handed back as those tensors' Vars."""
-    from ..values.vars import DictVar, ListVar, TensorVar
     names = ("tensorlistlist", "with_indices")
     bound = dict(zip(names, args)) | kwargs
     if set(bound) - set(names) or "tensorlistlist" not in bound:

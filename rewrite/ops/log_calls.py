@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import types
 
+from ..bytecode.resume import at_user_line
+from ..guards.guard import IdMatch
 from ..values.vars import ObjectVar, Var
 from .core import const
 
@@ -42,7 +44,6 @@ def is_logging(fn) -> bool:
 def log_call(frame, fn, args, kwargs) -> Var:
     """`logger.warning_once(msg)`: a node of the graph that makes the call (at the user's line,
     so the record names it as eager's does), in program order; not run while tracing."""
-    from ..bytecode.resume import at_user_line
     inst = frame.instructions[frame.ip - 1]
     thunk = at_user_line(frame.code, inst.offset, "call", globals_=frame.globals)
     frame.tracer.graph.outward_call(thunk, fn, args, kwargs)
@@ -51,6 +52,5 @@ def log_call(frame, fn, args, kwargs) -> Var:
 
 def logger_method(frame, logger: ObjectVar, name: str, args, kwargs) -> Var:
     if logger.source is not None:  # (the bound method is a constant of the graph: that very logger)
-        from ..guards.guard import IdMatch
         frame.tracer.guards.add(IdMatch(logger.source, logger.value))
     return log_call(frame, getattr(logger.value, name), args, kwargs)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 import types
 
+from ..registry import ALLOWED, DISABLED
+
 # what each query returns while rewrite traces (as under torch.compile): folded, no guard
 QUERIES: dict[tuple[str, str], object] = {
     ("torch.compiler", "is_compiling"): True,
@@ -189,7 +191,6 @@ def disabled(fn) -> str | None:
         inner = getattr(fn, "_torchdynamo_orig_callable", fn)
         msg = getattr(fn, "_torchdynamo_disable_msg", None)
         return f"call to {_describe(inner)}, marked torch.compiler.disable" + (f" ({msg})" if msg else "")
-    from ..api import DISABLED
     if isinstance(fn, types.FunctionType) and fn in DISABLED:
         return f"call to {_describe(fn)}, marked rewrite.disable"
     return None
@@ -199,7 +200,6 @@ def allowed(fn) -> bool:
     """Recorded as one graph node: `rewrite.allow_in_graph`, or torch._dynamo's allow-list
     (`torch._dynamo.allow_in_graph`, `torch.compiler.allow_in_graph`; einops registers
     its functions there)."""
-    from ..api import ALLOWED
     if isinstance(fn, types.FunctionType) and fn in ALLOWED:
         return True
     rules = sys.modules.get("torch._dynamo.trace_rules")

@@ -19,7 +19,8 @@ import torch.nn.modules.module as module_globals
 from ..errors import Unsupported
 from ..guards.guard import IdMatch, NoHooksMatch, NotInDictMatch
 from ..guards.source import AttrSource
-from ..values.vars import ObjectVar, TupleVar, Var
+from ..values.vars import ConstVar, DictVar, ObjectVar, TupleVar, Var
+from .core import CALLS, MODULES, const, plain_slice, python_value
 
 HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)
@@ -60,21 +61,19 @@ def _call_with_hooks(frame, var, fn, fn_source, args, kwargs) -> Var:
     """What nn.Module._call_impl does around forward with forward pre-hooks and forward hooks
     (in order, `with_kwargs` ones given the keyword arguments, a hook's non-None result taking
     the place of the arguments or of the output), traced."""
-    from . import call
-    from ..values.vars import ConstVar, DictVar
     tracer = frame.tracer
     args_var, kwargs_var = TupleVar(list(args)), DictVar(dict(kwargs))
     pre, pre_kw = _hook_table(frame, var, "_forward_pre_hooks"), _hook_table(frame, var, "_forward_pre_hooks_with_kwargs")
     for key, hook in list(pre.items.items()):
         if key in pre_kw.items:
-            out = call(frame, hook, [var, args_var, kwargs_var], {})
+            out = CALLS.call(frame, hook, [var, args_var, kwargs_var], {})
             if not (isinstance(out, ConstVar) and out.value is None):
                 if not (isinstance(out, TupleVar) and len(out.items) == 2 and isinstance(out.items[0], TupleVar)
                         and isinstance(out.items[1], DictVar)):
                     raise Unsupported("a forward pre-hook that does not return (args, kwargs) (the call raises eagerly)")
                 args_var, kwargs_var = out.items
         else:
-            out = call(frame, hook, [var, args_var], {})
+            out = CALLS.call(frame, hook, [var, args_var], {})
             if not (isinstance(out, ConstVar) and out.value is None):
                 args_var = out if isinstance(out, TupleVar) and out.py_type is tuple else TupleVar([out])
     if not all(isinstance(k, str) for k in kwargs_var.items):
@@ -83,9 +82,9 @@ def _call_with_hooks(frame, var, fn, fn_source, args, kwargs) -> Var:
     post, post_kw = _hook_table(frame, var, "_forward_hooks"), _hook_table(frame, var, "_forward_hooks_with_kwargs")
     for key, hook in list(post.items.items()):
         if key in post_kw.items:
-            out = call(frame, hook, [var, args_var, kwargs_var, result], {})
+            out = CALLS.call(frame, hook, [var, args_var, kwargs_var, result], {})
         else:
-            out = call(frame, hook, [var, args_var, result], {})
+            out = CALLS.call(frame, hook, [var, args_var, result], {})
         if not (isinstance(out, ConstVar) and out.value is None):
             result = out
     return result
@@ -130,7 +129,6 @@ def iterate_modules(frame, var: Var):
     if mods is None:
         return None
     if isinstance(var.value, torch.nn.ModuleDict):
-        from .core import const
         return [const(k) for k in mods.items]
     return list(mods.items.values())
 
@@ -140,7 +138,6 @@ def index_modules(frame, var: Var, index: Var):
     mods = container_modules(frame, var)
     if mods is None:
         return None
-    from .core import plain_slice, python_value
     key = plain_slice(python_value(index, "a module index"))
     if isinstance(var.value, torch.nn.ModuleDict):
         if key not in mods.items:
@@ -155,3 +152,6 @@ def index_modules(frame, var: Var, index: Var):
     if not -len(items) <= key < len(items):
         raise Unsupported("module index out of range (the call raises eagerly)")
     return items[key]
+
+
+MODULES.fill(iterate=iterate_modules, index=index_modules)

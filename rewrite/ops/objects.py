@@ -11,13 +11,17 @@ import torch
 from ..errors import Unsupported, python_error
 from ..guards.guard import IdMatch, NotInDictMatch
 from ..guards.source import AttrSource, ModuleAttrSource, ObjectAttrSource
-from ..values.vars import (BoundVar, ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var,
-                            key_var)
+from ..registry import ALLOWED
 from ..values.side_effects import DELETED, location
-from . import context_vars, markers
-from .core import const, describe, find_key, fold, foldable, mutating, python_value, unpack
-from .instances import (_MISSING, GENERIC_GETATTRIBUTE, OBJECT_SLOTS, bind, class_attr, class_source, getattr_fallback,
-                        hooked_getattr, own_getattribute)
+from ..values.vars import (BoundVar, ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TensorVar,
+                           TupleVar, Var, key_var)
+from . import attrdict, bases, context_vars, markers
+from .bases import METHODS
+from .core import OBJECTS, const, describe, find_key, fold, foldable, mutating, python_value, sort_items, unpack
+from .functions import function_attr
+from .instances import (_MISSING, GENERIC_GETATTRIBUTE, OBJECT_SLOTS, _on_class, bind, class_attr, class_source,
+                        getattr_fallback, hooked_getattr, own_getattribute)
+from .tensors import missing_attribute, read_state
 
 # modules whose attributes are taken as constants without a guard (Dynamo does the same for torch)
 TRUSTED_MODULES = ("torch", "math", "operator", "builtins", "typing", "numbers", "functools", "itertools",
@@ -44,7 +48,6 @@ def autograd_apply(cls):
             return cls.apply(*args, **kwargs)
         apply.__name__ = f"{cls.__name__}_apply"
         apply.__qualname__ = f"{cls.__qualname__}.apply"
-        from ..api import ALLOWED
         ALLOWED.add(apply)
         _APPLY[cls] = fn = apply
     return fn
@@ -78,7 +81,6 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
                 getattr(inspect.getattr_static(type(value), name, None), "getter", None)  # (a module subclass's)
             kind = markers.state(getter) if getter is not None else None
             if kind is not None:  # torch.backends.cudnn.allow_tf32: a flag read through the module's class
-                from .tensors import read_state
                 return read_state(frame, getter, kind, [], {})
             return tracer.wrap(attr, None)  # torch, math, ...: taken as constants, as Dynamo does
         return tracer.wrap(attr, source)
@@ -127,7 +129,6 @@ def generic_getattr(frame, var: ObjectVar, name: str, fallback: bool = True) -> 
     if type(value) is types.SimpleNamespace and name in value.__dict__:
         return tracer.wrap(value.__dict__[name], source)
     if isinstance(value, (types.FunctionType, types.CodeType)):
-        from .functions import function_attr
         found = function_attr(frame, var, name)
         if found is not None:
             return found
@@ -138,7 +139,6 @@ def generic_getattr(frame, var: ObjectVar, name: str, fallback: bool = True) -> 
         inst_dict = {k: v for k, v in inst_dict.items() if k != name}
     if name == "__dict__" and inst_dict is not None and var.source is not None and \
             isinstance(class_attr(type(value), "__dict__"), types.GetSetDescriptorType):  # (a class's own __dict__)
-        from . import attrdict
         return attrdict.of(frame, var)
     static = class_attr(type(value), name)  # (what the class holds: the instance's dict is read apart)
     data_descriptor = static is not _MISSING and hasattr(type(static), "__set__")
@@ -157,7 +157,6 @@ def generic_getattr(frame, var: ObjectVar, name: str, fallback: bool = True) -> 
             if inst_dict is not None:
                 tracer.guards.add(NotInDictMatch(var.source, name, raw))
         return MethodVar(var, name)
-    from . import bases
     if bases.is_base_method(static) and bases.builtin_of(type(value)) is not None:  # `registry.get(k)`
         if on_class is not None:
             tracer.guards.add(IdMatch(on_class, static))
@@ -192,7 +191,6 @@ def generic_getattr(frame, var: ObjectVar, name: str, fallback: bool = True) -> 
             if absent:
                 tracer.guards.add(NotInDictMatch(var.source, name, raw))
             raise python_error(AttributeError, f"{type(value).__name__!r} object has no attribute {name!r}")
-        from .tensors import missing_attribute
         missing_attribute(frame, var, name)
     raise Unsupported(f"attribute {name!r} of {describe(var)}")
 
@@ -207,13 +205,11 @@ def _raw_dict(value):
 def setattr_object(frame, var: Var, name: str, value) -> None:
     """`obj.name = value` (value DELETED: `del obj.name`) on an object that came in. A class's
     own `__setattr__` / `__delattr__` is traced; otherwise see `raw_setattr_object`."""
-    from ..values.side_effects import DELETED
     obj = var.value if isinstance(var, ObjectVar) else None
     if obj is not None and not isinstance(obj, (type, types.ModuleType, torch.nn.Module)):
         slot = "__delattr__" if value is DELETED else "__setattr__"
         hook = class_attr(type(obj), slot)
         if isinstance(hook, types.FunctionType):  # (ModelOutput's, a config's attribute_map)
-            from .instances import _on_class
             args = [var, ConstVar(name)] + ([] if value is DELETED else [value])
             frame.tracer.inline(hook, args, {}, _on_class(var, slot), frame)
             return
@@ -225,7 +221,6 @@ def raw_setattr_object(frame, var: Var, name: str, value, plain: bool = False) -
     plain `obj.name = value`, whose class has no __setattr__ of its own): recorded as a side
     effect, replayed after the graph. Objects whose class customizes attribute assignment in
     C (other than nn.Module for plain values) or has a data descriptor there are not traced."""
-    from ..values.side_effects import DELETED
     obj = var.value if isinstance(var, ObjectVar) else None
     if obj is None or var.source is None or isinstance(obj, (type, types.ModuleType)):
         raise Unsupported(f"assignment to attribute {name!r} of {describe(var)}")
@@ -281,7 +276,6 @@ def list_method(frame, lst: ListVar, name: str, args: list[Var], kwargs) -> Var:
     elif name == "copy":
         return ListVar(items)
     elif name == "sort" and not args and not set(kwargs) - {"key", "reverse"}:
-        from .builtins import sort_items
         ordered = sort_items(frame, list(items), kwargs.get("key"), kwargs.get("reverse"), "list.sort()")
         mutating(frame, lst)
         items[:] = ordered
@@ -323,7 +317,6 @@ def dict_method(frame, d: DictVar, name: str, args: list[Var], kwargs) -> Var:
             key = next(reversed(items)) if last or d.py_type is not collections.OrderedDict else next(iter(items))
             return TupleVar([key_var(key), items.pop(key)])
         if name == "move_to_end":
-            from .bases import METHODS
             return METHODS["move_to_end"][0](frame, d, args, kwargs)
         if name == "setdefault":
             return items.setdefault(find_key(frame, items, args[0]), args[1] if len(args) > 1 else ConstVar(None))
@@ -369,3 +362,6 @@ def tuple_new(frame, args, kwargs) -> Var:
     if cls is not tuple and not hasattr(cls, "_fields"):
         raise Unsupported(f"tuple.__new__ of {cls.__qualname__}")
     return TupleVar(unpack(frame, args[1]), py_type=cls)
+
+
+OBJECTS.fill(generic_getattr=generic_getattr, raw_setattr=raw_setattr_object)

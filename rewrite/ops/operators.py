@@ -9,6 +9,9 @@ from ..errors import Unsupported
 from ..values.vars import ConstVar, ListVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var
 from .core import const, describe, fold, foldable, mutating
 from .fills import inplace
+from .instances import binary as user_binary, call_dunder, is_user_object
+from .sets import binary as set_binary
+from .tensors import call_function
 
 BINARY = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -32,21 +35,17 @@ def binary(frame, sym: str, a: Var, b: Var) -> Var:
         result = symint_op(frame, BINARY[sym[:-1]] if sym in INPLACE else fn, a, b)
         if result is not None:
             return result
-    from .instances import is_user_object
     if sym in INPLACE and not is_user_object(b):  # `xs += it`, `d |= it`, `s |= t`: in place, as CPython fills them
         result = inplace(frame, sym, a, b)
         if result is not None:
             return result
-    from .sets import binary as set_binary
     result = set_binary(frame, fn, a, b)
     if result is not None:
         return result
-    from .instances import binary as user_binary
     user = user_binary(frame, fn, a, b)
     if user is not None:
         return user
     if isinstance(a, TensorVar) or isinstance(b, TensorVar):
-        from .tensors import call_function
         if sym in INPLACE and not isinstance(a, TensorVar):
             fn = BINARY[sym[:-1]]  # `n += t` with n a number rebinds n, nothing is mutated
         return call_function(frame, fn, (a, b), {})
@@ -92,7 +91,6 @@ def _sequence_op(frame, sym, a, b):
 def unary(frame, sym: str, a: Var) -> Var:
     fn = UNARY[sym]
     if isinstance(a, TensorVar):
-        from .tensors import call_function
         return call_function(frame, fn, (a,), {})
     if isinstance(a, ScalarVar):
         return _scalar_op(frame, fn, a)
@@ -100,7 +98,6 @@ def unary(frame, sym: str, a: Var) -> Var:
         return symint_op(frame, fn, a)
     if foldable(a):
         return const(fold(fn, a.python_value()))
-    from .instances import call_dunder
     user = call_dunder(frame, a, {"-": "__neg__", "+": "__pos__", "~": "__invert__"}[sym])
     if user is not None:
         return user
@@ -110,9 +107,9 @@ def unary(frame, sym: str, a: Var) -> Var:
 def symint_op(frame, fn, *args: Var) -> Var | None:
     """Arithmetic and comparisons on symbolic sizes: `+ - * // %` stay symbolic (a node and
     an expression); a comparison is decided now and becomes a guard. None: not for sizes."""
-    from ..symbolic import RELATIONS, SYMPY_OPS
     if not all(isinstance(a, SymIntVar) or isinstance(a, ConstVar) and type(a.value) is int for a in args):
         return None
+    from ..symbolic import RELATIONS, SYMPY_OPS  # (deferred: sympy, imported with the first symbolic size)
     exprs = [a.expr if isinstance(a, SymIntVar) else a.value for a in args]
     env = next(a.env for a in args if isinstance(a, SymIntVar))
     if fn in RELATIONS:

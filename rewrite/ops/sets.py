@@ -12,18 +12,16 @@ from __future__ import annotations
 import operator
 
 from ..errors import Unsupported, python_error
-from ..values.vars import ConstVar, InstanceVar, ObjectVar, SetVar, TensorVar, Var
-from .core import const, describe, iterate, mutating, unpack
+from ..values.vars import ConstVar, DictViewVar, InstanceVar, ObjectVar, SetVar, TensorVar, Var
+from .core import SETS, class_attr, const, describe, foldable, iterate, mutating, unpack
 
 def member_key(v: Var):
     """The key a set member is found by: ("value", the real value) for values eager holds
     too (constants, functions, objects that came in), ("id", ...) for the trace's own
     objects (tensors, objects made while tracing), whose hash is their identity."""
-    from .core import foldable
     if isinstance(v, TensorVar):
         return ("id", id(v.value))
     if isinstance(v, InstanceVar):
-        from .instances import class_attr
         h = class_attr(v.cls, "__hash__")
         if h is None:
             raise python_error(TypeError, f"unhashable type: {v.cls.__name__!r}")
@@ -234,7 +232,6 @@ COMPARISONS = {operator.eq: operator.eq, operator.ne: operator.ne, operator.le: 
 
 
 def binary(frame, fn, a: Var, b: Var) -> Var | None:
-    from ..values.vars import DictViewVar
     views = [isinstance(v, DictViewVar) and v.kind != "values" for v in (a, b)]
     if any(views) and all(v or isinstance(o, SetVar) or isinstance(o, ConstVar) and isinstance(o.value, (set, frozenset))
                           or isinstance(o, DictViewVar) and o.kind != "values" for v, o in zip(views, (a, b))):
@@ -256,3 +253,6 @@ def binary(frame, fn, a: Var, b: Var) -> Var | None:
     if exact is not None:
         return exact
     return SET_OPERATIONS[name](frame, _copy(a, a.frozen), dict(b.items))
+
+
+SETS.fill(member_key=member_key, members=members)

@@ -10,11 +10,14 @@ import types
 
 import torch
 
-from ..errors import Unsupported
 from .. import config
-from ..values.vars import ConstVar, DictVar, ListVar, MethodVar, ObjectVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var
-from .core import const, describe, fold, foldable
+from ..errors import Unsupported, WritesInputs
+from ..guards.guard import DefaultDtypeMatch, EqualsMatch, HasAttrMatch, StateMatch
+from ..guards.source import AttrSource
+from ..values.vars import (ConstVar, DictVar, ListVar, MethodVar, ObjectVar, ScalarVar, SymIntVar, TensorVar,
+                           TupleVar, Var)
 from . import markers
+from .core import TENSORS, const, describe, fold, foldable
 
 # --- tensor attributes --------------------------------------------------------------------
 # known from metadata: (needs a static shape?)
@@ -127,7 +130,7 @@ def sym_size(frame, var: TensorVar, d: int) -> Var:
 
 
 def sym_numel(frame, var: TensorVar) -> Var:
-    import sympy
+    import sympy  # (deferred: sympy, imported with the first symbolic size)
     shape = var.shape()
     if all(isinstance(s, int) for s in shape):
         return ConstVar(int(var.value.numel()))
@@ -189,7 +192,6 @@ def missing_attribute(frame, var: Var, name: str) -> None:
     """`obj.name` when the object has no such attribute: eager's AttributeError, raised in the
     trace (so the user's `except` meets it, and fullgraph=True reports the user's error),
     guarded on the attribute staying absent. Returns when the attribute is there after all."""
-    from ..guards.guard import HasAttrMatch
     if hasattr(var.value, name):
         return
     if var.source is not None:
@@ -201,8 +203,6 @@ def _autograd_attr(frame, var: TensorVar, name: str) -> Var:
     """`x.grad`, `x.is_leaf` of an input: the real tensor's, guarded (a backward between two
     calls gives a new entry). Of a tensor the graph makes: a leaf iff it does not require grad."""
     if var.source is not None:
-        from ..guards.guard import EqualsMatch
-        from ..guards.source import AttrSource
         real = frame.tracer.graph.original(var.value)
         if name == "grad":
             return frame.tracer.wrap(real.grad, AttrSource(var.source, "grad"))
@@ -240,7 +240,6 @@ def call_method(frame, name: str, args: list[Var], kwargs: dict[str, Var]) -> Va
     if name == "requires_grad_":  # an autograd flag the graph switches where eager does (inputs too)
         graph = frame.tracer.graph
         if not graph.clone_inputs and (id(self.value) in graph.input_ids or graph.is_input_memory(self.value)):
-            from ..trace.graph import WritesInputs
             raise WritesInputs()  # (traced again on copies: the trace must not change the caller's tensor)
         var = _record(frame, "call_method", name, args, kwargs, name)
         var.node.meta["writes"] = True  # (not a write into memory, but the ops after it depend on it)
@@ -286,14 +285,12 @@ DTYPE_METHODS = {"is_floating_point", "is_complex", "element_size", "is_signed"}
 def read_autocast(frame, var: TensorVar) -> None:
     """The dtype of a tensor the graph computes was read: it depends on autocast being on."""
     if not any(ctx.kind == "autocast" for ctx in frame.tracer.open_contexts):
-        from ..guards.guard import StateMatch
         device = var.value.device.type
         frame.tracer.guards.add(StateMatch(torch.is_autocast_enabled, (device,), torch.is_autocast_enabled(device)))
 
 
 def _read_mode(frame, fn, kind: str, args, kwargs) -> Var:
     """The mode now: set by a traced block, or as the caller had it (then guarded)."""
-    from ..guards.guard import StateMatch
     if kwargs:
         raise Unsupported(f"torch.{fn.__name__} with keyword arguments")
     real_args = tuple(_fold(a) for a in args)
@@ -306,13 +303,11 @@ def _read_mode(frame, fn, kind: str, args, kwargs) -> Var:
 def read_state(frame, fn, kind, args, kwargs) -> Var:
     """A torch state query or fact (markers.STATE): what it returns now, as a constant; guarded
     on that value where it can change between calls, unless a traced context sets it."""
-    from ..guards.guard import StateMatch
     how, context = kind
     real_args = tuple(_fold(a) for a in args)
     real_kwargs = {k: _fold(v) for k, v in kwargs.items()}
     value = fold(fn, *real_args, **real_kwargs)
     if fn is torch.get_default_dtype:
-        from ..guards.guard import DefaultDtypeMatch
         frame.tracer.guards.add(DefaultDtypeMatch(value))
     elif how == "guarded" and not (context and any(ctx.kind == context for ctx in frame.tracer.open_contexts)):
         if real_kwargs:
@@ -384,7 +379,7 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
         raise Unsupported(f"{name} of a tensor whose shape depends on data: the number of results does too")
     var = graph.wrap_result(node, result)
     if frame.tracer.shape_env:  # some sizes are symbols: the outputs' sizes follow
-        from .shape_rules import propagate
+        from .shape_rules import propagate  # (deferred: sympy, imported with the first symbolic size)
         propagate(frame.tracer.shape_env, name if isinstance(name, str) else getattr(name, "__name__", ""),
                   args, kwargs, var)
     if dd is not None:
@@ -446,3 +441,6 @@ def _fold(v: Var):
 def is_tensor_method_descriptor(fn) -> bool:
     return isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
         getattr(fn, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor)
+
+
+TENSORS.fill(call_function=call_function, tensor_len=tensor_len)

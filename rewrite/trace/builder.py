@@ -41,10 +41,12 @@ import torch
 
 from .. import logs
 from ..errors import EagerOnce, Unsupported
-from ..guards.guard import AliasMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch, is_literal
-from ..guards.source import AttrSource, DictItemSource, DictKeysSource, ItemSource, LocalSource, SizeSource
+from ..guards.guard import AliasMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch
 from ..guards.shapes import DYNAMIC_DIMS, STATIC_DIMS
-from ..values.vars import BoundVar, ConstVar, PartialVar, DictVar, GradModeVar, ListVar, ObjectVar, TupleVar
+from ..guards.source import AttrSource, DictItemSource, DictKeysSource, ItemSource, LocalSource, SizeSource, is_literal
+from ..ops.contexts import wrap_context
+from ..ops.core import key_of
+from ..values.vars import BoundVar, ConstVar, DictVar, GradModeVar, ListVar, ObjectVar, PartialVar, TupleVar
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
 EQUAL_CONSTS = (torch.device, range, slice)
@@ -154,7 +156,6 @@ def _wrap_dict(tracer, value, source, t, add) -> DictVar:
         return DictVar(items, source, mutable=False, py_type=t, factory=factory)
     if source is None:
         raise Unsupported("a dict with keys other than constants, which the tracer cannot locate (no source)")
-    from ..ops.core import key_of
     add(LenMatch(source, len(keys)))
     listed = DictKeysSource(source)
     items = {}
@@ -225,7 +226,6 @@ def _wrap(tracer, value, source, t, add):
         add(TypeMatch(source, t))
         return GradModeVar(t is torch.enable_grad)
     if t in (torch.autocast, torch.inference_mode, torch.autograd.profiler.record_function):
-        from ..ops.contexts import wrap_context
         add(TypeMatch(source, t))
         return wrap_context(tracer, value, source)
     if t is types.MethodType and isinstance(value.__func__, types.FunctionType) and source is not None:

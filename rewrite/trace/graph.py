@@ -15,10 +15,10 @@ import torch
 import torch.fx
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..errors import Unsupported, UserError
+from ..errors import Unsupported, UserError, WritesInputs
 from ..guards.source import Source
-from ..values.vars import (ConstVar, DictVar, IdentityKey, ListVar, ObjectVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var,
-                     make_tuple)
+from ..values.vars import (ConstVar, DictVar, IdentityKey, ListVar, ObjectVar, ScalarVar, SymIntVar, TensorVar,
+                           TupleVar, Var, make_tuple)
 
 
 class GraphBuilder:
@@ -225,10 +225,6 @@ def _storage(t: torch.Tensor):
         return t.untyped_storage()._cdata
     except Exception:
         return id(t)
-
-
-class WritesInputs(Exception):
-    """The traced code writes into an input tensor: trace it again with `clone_inputs`."""
 
 
 def input_copy(value: torch.Tensor, copies: dict) -> torch.Tensor:

@@ -15,42 +15,24 @@ import types
 import torch
 
 from .. import config, logs
+from ..bytecode import original_code
 from ..bytecode.compat import SUPPORTED, exception_handlers, handled_offsets
 from ..errors import PythonError, Raised, RaisesEagerly, Unsupported
 from ..guards.codegen import GuardSet
 from ..guards.guard import DefaultDtypeMatch, GradModeMatch, IdMatch, NotInMatch
+from ..guards.shapes import ShapeEnv
 from ..guards.source import AttrSource, CellContentsSource, GlobalSource, GlobalsSource, ItemSource, LocalSource, Source
+from ..ops.contexts import close
+from ..ops.core import const
+from ..ops.markers import disabled, dynamo_patch
+from ..ops.objects import trusted_globals
+from ..values.side_effects import SideEffects, location
+from ..values.vars import (BoundVar, CellVar, ConstVar, DictVar, ExceptionVar, FunctionVar, IteratorVar, ObjectVar,
+                           TupleVar, Var, checkpoint_mark)
+from . import handlers  # noqa: F401  (registers the opcode handlers in opcodes.HANDLERS)
+from .builder import DynamicPolicy, wrap
 from .graph import GraphBuilder
-from ..values.side_effects import location
-from ..values.vars import CellVar, ConstVar, ExceptionVar, FunctionVar, ObjectVar, Var, checkpoint_mark
-
-HANDLERS: dict = {}
-
-
-def handler(*opnames):
-    """Register one small function as the handler of each named opcode."""
-    def register(fn):
-        for name in opnames:
-            assert name in dis.opmap, f"{name} is not an opcode of this Python"
-            assert name not in HANDLERS, f"two handlers for {name}"
-            HANDLERS[name] = fn
-        return fn
-    return register
-
-
-class Return(Exception):
-    """Raised by RETURN_VALUE to end a frame with a value."""
-
-    def __init__(self, value: Var):
-        self.value = value
-
-
-class Yielded(Exception):
-    """Raised by YIELD_VALUE: the generator's frame stops here until its next step."""
-
-    def __init__(self, value: Var):
-        self.value = value
-
+from .opcodes import HANDLERS, Lazy, Return, Yielded
 
 @functools.lru_cache(maxsize=4096)
 def instructions_of(code: types.CodeType):
@@ -60,7 +42,6 @@ def instructions_of(code: types.CodeType):
 
 def exception_var(error: BaseException) -> ExceptionVar:
     """The traced form of an exception a Python operation raised while tracing."""
-    from ..ops.core import const
     return ExceptionVar(type(error), [const(a) for a in error.args])
 
 
@@ -82,22 +63,11 @@ class Checkpoint:
         self.grad_enabled = frame.tracer.grad_enabled
 
 
-class _Lazy:
-    """A root-frame argument not yet read: wrapped (and guarded) on first load."""
-    __slots__ = ("value", "source")
-
-    def __init__(self, value, source):
-        self.value = value
-        self.source = source
-
-
 class Tracer:
     """One trace of one call: the graph, the guards and the wrapped inputs."""
 
     def __init__(self, code: types.CodeType, globals_: dict, names: tuple[str, ...], args: tuple,
                  clone_inputs: bool = False, dynamic=None):
-        from ..guards.shapes import ShapeEnv
-        from .builder import DynamicPolicy
         self.code = code
         self.dynamic = dynamic if dynamic is not None else DynamicPolicy(None, {})
         self.shape_env = ShapeEnv()
@@ -116,16 +86,14 @@ class Tracer:
         self.root_cells_shared = False  # a closure over the root frame's cells was made
         self.open_contexts: list = []  # recorded contexts (autocast, ...) entered for real, innermost last
         self.ops_in_try = False  # graph ops an `except` covers: the entry runs eagerly if the graph raises
-        from ..values.side_effects import SideEffects
         self.side_effects = SideEffects(self)
         if not SUPPORTED:  # the prologue works on 3.12 and 3.13; their opcode handlers are to come
             raise Unsupported(f"tracing Python {sys.version_info[0]}.{sys.version_info[1]} bytecode is not "
                               "supported yet (3.11 is)")
         if torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled():
             raise Unsupported("a TorchDispatchMode or TorchFunctionMode is active (it would see the trace's ops)")
-        from . import handlers  # noqa: F401  (registers the opcode handlers)
         nargs = len(names) - len(code.co_freevars)
-        locals_ = {n: _Lazy(v, LocalSource(n)) for n, v in zip(names[:nargs], args[:nargs])}
+        locals_ = {n: Lazy(v, LocalSource(n)) for n, v in zip(names[:nargs], args[:nargs])}
         cells = {n: CellVar(real=c, source=LocalSource(n)) for n, c in zip(names[nargs:], args[nargs:])}
         self.root = Frame(self, code, locals_, cells, globals_, GlobalSource, None)
 
@@ -135,7 +103,6 @@ class Tracer:
         finally:  # the ops ran for real under the traced modes: leave them as the caller had them
             for guard in self.shape_env.guards():  # what the trace assumed of symbolic sizes
                 self.guards.add(guard)
-            from ..ops.contexts import close
             while self.open_contexts:
                 close(self, self.open_contexts[-1])
             torch._C._set_grad_enabled(self.grad_at_start)
@@ -160,7 +127,6 @@ class Tracer:
 
     # -- wrapping real values from sources (installs guards) --------------------------------
     def wrap(self, value, source: Source | None) -> Var:
-        from .builder import wrap
         if source is None:
             return wrap(self, value, None)
         var = self.wrapped.get(source)
@@ -176,8 +142,6 @@ class Tracer:
             closure = fn.closure
             global_source = fn.globals_source
         else:
-            from ..bytecode import original_code
-            from ..ops.markers import disabled, dynamo_patch
             why = disabled(fn)  # (however it was reached: a call, a method, a property, a hook)
             if why is not None:
                 raise Unsupported(why)
@@ -213,7 +177,6 @@ class Tracer:
             self.depth -= 1
 
     def _generator(self, frame: "Frame"):
-        from ..values.vars import ConstVar, IteratorVar
         state = {"done": False}
 
         def step():
@@ -241,7 +204,6 @@ class Tracer:
 def _global_source_for(globals_: dict, root_globals: dict, fn_source: Source | None):
     if globals_ is root_globals:
         return GlobalSource
-    from ..ops.objects import trusted_globals
     if fn_source is None or trusted_globals(globals_):
         return None  # torch's own functions: their globals are constants, as torch's attributes are
     return lambda name: ItemSource(AttrSource(fn_source, "__globals__"), name)
@@ -249,7 +211,6 @@ def _global_source_for(globals_: dict, root_globals: dict, fn_source: Source | N
 
 def bind_arguments(code, args, kwargs, defaults, kwdefaults) -> dict[str, Var]:
     """Python's argument binding, over Vars."""
-    from ..values.vars import DictVar, TupleVar
     npos, nkw = code.co_argcount, code.co_kwonlyargcount
     names = code.co_varnames
     has_varargs, has_varkw = bool(code.co_flags & 0x04), bool(code.co_flags & 0x08)
@@ -292,7 +253,6 @@ def bind_arguments(code, args, kwargs, defaults, kwdefaults) -> dict[str, Var]:
 def untraced_with_open(stack) -> bool:
     """Whether a `with` block over a context manager the tracer did not enter is open: its
     real `__exit__` is on the stack, and may swallow an exception."""
-    from ..values.vars import BoundVar
     return any(isinstance(v, ObjectVar) and getattr(v.value, "__name__", None) == "__exit__"
                or isinstance(v, BoundVar) and v.func.__name__ == "__exit__" for v in stack)
 
@@ -354,7 +314,7 @@ class Frame:
         v = self.locals.get(name)
         if v is None:
             raise Unsupported(f"local variable {name!r} read before assignment")
-        if isinstance(v, _Lazy):
+        if isinstance(v, Lazy):
             v = self.locals[name] = self.tracer.wrap(v.value, v.source)
         return v
 
@@ -365,7 +325,6 @@ class Frame:
                 return stored
         if name in self.globals:
             if self.global_source is None:
-                from ..ops.objects import trusted_globals
                 if trusted_globals(self.globals):  # dataclasses, functools, ...: constants, as their attributes are
                     return self.tracer.wrap(self.globals[name], None)
                 raise Unsupported(f"global {name!r} of a function the tracer cannot locate")

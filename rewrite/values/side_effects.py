@@ -20,9 +20,9 @@ from __future__ import annotations
 import types
 
 from ..errors import Unsupported
-from ..guards.source import (GLOBALS, ODICT, AttrSource, BaseCopySource, CellContentsSource, ContextVarSource, GlobalSource, ItemSource, ObjectAttrSource, Source,
-                             is_identifier, key_expr, py_str)
-from .vars import ListVar, Var, key_var, note_mutation, watermark
+from ..guards.source import (GLOBALS, ODICT, AttrSource, BaseCopySource, CellContentsSource, ContextVarSource,
+                             GlobalSource, ItemSource, ObjectAttrSource, Source, is_identifier, key_expr, py_str)
+from .vars import ConstVar, ListVar, Var, key_var, note_mutation, watermark
 
 DELETED = object()
 
@@ -198,7 +198,6 @@ class SideEffects:
 
 
 def _same_constant(a, b) -> bool:
-    from .vars import ConstVar
     return isinstance(a, ConstVar) and isinstance(b, ConstVar) and type(a.value) is type(b.value) \
         and a.value == b.value
 

@@ -29,8 +29,17 @@ first wrapped from its source (see `builder.py`).
 from __future__ import annotations
 
 import itertools
+import types
+
+import torch
 
 from ..guards.source import Source
+
+
+# the immutable Python values a ConstVar holds (a constant the tracer may compute with)
+SCALARS = (int, float, bool, str, bytes, complex, type(None))
+IMMUTABLE = SCALARS + (torch.dtype, torch.device, range, slice, types.CodeType, type(Ellipsis), frozenset,
+                       torch.memory_format, torch.layout)
 
 
 _mutations = 0
@@ -267,11 +276,16 @@ class IdentityKey:
 
 
 def key_var(key) -> "Var":
-    """The Var iterating over a dict yields for `key` (see `ops.core.key_of`)."""
+    """The Var iterating over a dict yields for `key` (see `ops.core.key_of`): the Var an
+    IdentityKey stands for, else the key as a constant (as `ops.core.const` makes one)."""
     if isinstance(key, IdentityKey):
         return key.var
-    from ..ops.core import const
-    return const(key)
+    t = type(key)
+    if t in IMMUTABLE:
+        return ConstVar(key)
+    if t is tuple or t is torch.Size or issubclass(t, tuple) and hasattr(t, "_fields"):
+        return TupleVar([key_var(k) for k in key], py_type=t)
+    return ObjectVar(key)
 
 
 class DictVar(Var):

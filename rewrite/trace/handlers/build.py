@@ -1,9 +1,9 @@
 """Building and unpacking tuples, lists, dicts, slices and strings."""
 from ... import ops
-from ...ops import sets
 from ...errors import Unsupported, python_error
-from ..interpreter import handler
+from ...ops import sets
 from ...values.vars import ConstVar, DictVar, ListVar, TupleVar
+from ..opcodes import handler
 
 
 @handler("BUILD_TUPLE")

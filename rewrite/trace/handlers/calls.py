@@ -1,8 +1,10 @@
 """Calls and function creation."""
+import builtins
+
 from ... import ops
 from ...errors import Unsupported
-from ..interpreter import handler
 from ...values.vars import NULL, DictVar, FunctionVar, ObjectVar
+from ..opcodes import handler
 
 
 @handler("KW_NAMES")
@@ -39,7 +41,6 @@ def call_function_ex(frame, inst):
 
 @handler("LOAD_BUILD_CLASS")
 def load_build_class(frame, inst):
-    import builtins
     frame.push(ObjectVar(builtins.__build_class__))
 
 

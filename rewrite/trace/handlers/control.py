@@ -1,9 +1,9 @@
 """Jumps, loops, return, raise and exception handlers."""
 from ... import ops
-from ...errors import Unsupported
-from ..interpreter import Raised, Return, Yielded, handler
+from ...errors import Raised, Unsupported
 from ...ops import contexts
 from ...values.vars import BoundVar, ConstVar, ContextExitVar, ExceptionVar, ObjectVar
+from ..opcodes import Return, Yielded, handler
 
 
 @handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT")

@@ -1,8 +1,8 @@
 """Unary, binary and comparison operators, subscripts."""
 from ... import ops
 from ...bytecode.compat import BINARY_OPS
-from ..interpreter import handler
 from ...values.vars import ConstVar
+from ..opcodes import handler
 
 
 @handler("BINARY_OP")

@@ -1,6 +1,6 @@
 """Stack shuffling and no-ops."""
-from ..interpreter import handler
 from ...values.vars import NULL
+from ..opcodes import handler
 
 
 @handler("NOP", "RESUME", "EXTENDED_ARG", "PRECALL", "COPY_FREE_VARS", "CACHE")

@@ -6,9 +6,9 @@ from ... import ops
 from ...bytecode.compat import load_global_pushes_null
 from ...errors import Unsupported
 from ...guards.source import CellContentsSource
-from ..interpreter import _Lazy, handler
-from ...values.side_effects import location
+from ...values.side_effects import DELETED, location
 from ...values.vars import NULL, CellVar, ObjectVar, note_mutation
+from ..opcodes import Lazy, handler
 
 
 @handler("LOAD_CONST")
@@ -62,7 +62,7 @@ def load_closure(frame, inst):
 @handler("LOAD_DEREF")
 def load_deref(frame, inst):
     cell = frame.cells[inst.argval]
-    if isinstance(cell.contents, _Lazy):
+    if isinstance(cell.contents, Lazy):
         cell.contents = frame.tracer.wrap(cell.contents.value, cell.contents.source)
     frame.push(frame.load_cell(inst.argval))
 
@@ -99,7 +99,6 @@ def store_attr(frame, inst):
 
 @handler("DELETE_ATTR")
 def delete_attr(frame, inst):
-    from ...values.side_effects import DELETED
     ops.setattr_(frame, frame.pop(), inst.argval, DELETED)
 
 

@@ -1,0 +1,86 @@
+"""Tables a lower layer owns and an upper layer fills: the one idiom for "code below calls code
+written above it" (see `rewrite/layers.py`). Nobody imports upward; the upper layer fills the
+table when it is imported, and `check()` (run when `rewrite.api` is imported) says which
+table was left empty.
+
+* `DISABLED`, `ALLOWED`: the functions `rewrite.disable` / `rewrite.allow_in_graph` marked
+  (filled by the API, read by the rules in `rewrite/ops`).
+* `OWNER`: the attribute of a jitted function that holds its dispatcher.
+* The backends, by name (`register_backend`: `rewrite.codegen` registers its own when it is
+  imported, users theirs; the compiler looks them up by name).
+* `Protocol`: a few functions a lower layer calls and an upper one supplies -- Python's
+  protocols are mutually recursive (iterating a user object runs its `__iter__`, which the
+  tracer inlines, which iterates ...), so the rules' bottom calls their top through these.
+"""
+from __future__ import annotations
+
+import importlib.util
+import weakref
+from typing import Callable
+
+OWNER = "__rewrite_dispatcher__"  # the attribute of a jitted function that holds its dispatcher
+DISABLED: "weakref.WeakSet" = weakref.WeakSet()  # functions that always run eagerly
+ALLOWED: "weakref.WeakSet" = weakref.WeakSet()  # functions recorded as one graph node
+
+
+# --- protocols ---------------------------------------------------------------------------------
+class Protocol:
+    """Named functions a lower module calls (`CALLS.call(frame, fn, args, kwargs)`) and an
+    upper module supplies at import (`CALLS.fill(call=call)`)."""
+    ALL: list["Protocol"] = []
+
+    def __init__(self, name: str, owner: str, *slots: str):
+        self.name, self.owner, self.slots = name, owner, slots
+        Protocol.ALL.append(self)
+
+    def fill(self, **fns: Callable) -> None:
+        unknown = set(fns) - set(self.slots)
+        assert not unknown, f"{self.name} has no {sorted(unknown)}"
+        self.__dict__.update(fns)
+
+    def missing(self) -> list[str]:
+        return [s for s in self.slots if s not in self.__dict__]
+
+    def __repr__(self):
+        return f"Protocol({self.name!r}, owner {self.owner}, {', '.join(self.slots)})"
+
+
+def check() -> None:
+    """Every protocol filled (an upper module that should fill one was not imported)."""
+    empty = [f"{p.name}.{s} (of {p.owner})" for p in Protocol.ALL for s in p.missing()]
+    if empty:
+        raise ImportError(f"rewrite: protocols left unfilled: {', '.join(empty)}")
+
+
+# --- backends ----------------------------------------------------------------------------------
+_BACKENDS: dict[str, Callable] = {}
+
+
+def register_backend(fn: Callable | None = None, *, name: str | None = None):
+    """Register `fn` under `name` (default: its __name__). Usable as a decorator."""
+    def register(f):
+        key = name or f.__name__
+        _BACKENDS[key] = f
+        return f
+    return register(fn) if fn is not None else register
+
+
+def list_backends() -> list[str]:
+    return sorted(_BACKENDS)
+
+
+def lookup_backend(backend) -> tuple[str, Callable]:
+    """(name, callable) for a registered name or a callable backend."""
+    if callable(backend):
+        return getattr(backend, "__name__", repr(backend)), backend
+    try:
+        return backend, _BACKENDS[backend]
+    except KeyError:
+        raise ValueError(f"unknown backend {backend!r}; registered: {', '.join(list_backends())}") from None
+
+
+def default_backend(example_inputs) -> str:
+    """`triton` when the graph reads CUDA tensors (and triton is installed), else `python`."""
+    if any(getattr(t, "is_cuda", False) for t in example_inputs) and importlib.util.find_spec("triton"):
+        return "triton"
+    return "python"
