@@ -472,12 +472,22 @@ def call_builtin(frame, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return impl(frame, args, kwargs)
     if (fn in PURE or getattr(fn, "__module__", None) == "math") and \
             all(foldable(a) for a in args) and all(foldable(v) for v in kwargs.values()):
-        return const(fold(fn, *(a.python_value() for a in args), **{k: v.python_value() for k, v in kwargs.items()}))
+        values = [_pure_value(a) for a in args]
+        result = fold(fn, *values, **{k: _pure_value(v) for k, v in kwargs.items()})
+        return next((a for a, v in zip(args, values) if v is result and isinstance(a, SetVar)), None) or const(result)
     if getattr(fn, "__module__", None) == "math":
         raise Unsupported(f"math.{fn.__name__} on {', '.join(describe(a) for a in args)}",
                           "use the torch function of the same name on tensors")
     raise Unsupported(f"call to builtin {getattr(fn, '__name__', fn)}")
 
+
+
+def _pure_value(v: Var):
+    """What a pure builtin is given for `v`: a set's own real set (which iterates exactly as
+    eager's does: `repr(s)`; a copy of a larger set may iterate otherwise), else its value."""
+    if isinstance(v, SetVar) and not v.frozen and v.real is not None and all(k[0] == "value" for k in v.items):
+        return v.real
+    return v.python_value()
 
 
 @rule(tuple.__new__)

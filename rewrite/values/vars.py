@@ -331,6 +331,11 @@ class SetVar(Var):
         self.frozen = frozen
 
     def python_value(self):
+        if self.real is not None and all(k[0] == "value" for k in self.items):
+            # a copy of the real set: the same members as eager's, iterated in its order (a copy
+            # of a set of up to four keeps its table; a larger one may iterate otherwise when
+            # hashes collide)
+            return frozenset(self.real) if self.frozen else set(self.real)
         values = [v.python_value() for v in self.items.values()]
         return frozenset(values) if self.frozen else set(values)
 
