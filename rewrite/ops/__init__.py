@@ -1,8 +1,11 @@
 """Semantics of torch functions, tensor methods, builtins and operators on the tracer's Vars.
 
-Each family lives in its own module, as tables plus the few functions that apply them:
-`core` (Python protocols), `operators`, `tensors`, `builtins`, `objects`. This module
-is the interface the opcode handlers use: `getattr_`, `call`, and the re-exports below.
+Each family lives in its own module, as tables plus the few functions that apply them, in the
+order `rewrite/layers.py` gives: `core` (Python's protocols, constants, keys) at the bottom,
+kind-specific rules above it (`sets`, `fills`, `tensors`, `instances`, `objects`, `operators`,
+`builtins`, ...), each importing only those below. This module, the top, is the interface the
+opcode handlers use -- `getattr_`, `call`, and the re-exports below -- and fills `core.CALLS`,
+through which the rules below call back into it (a key function, a defaultdict's factory).
 """
 from __future__ import annotations
 

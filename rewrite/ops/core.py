@@ -1,4 +1,7 @@
-"""What Python's own protocols do to Vars: truth, identity, iteration, subscripts, constants."""
+"""What Python's own protocols do to Vars: truth, identity, iteration, subscripts, constants,
+dict keys, ordering. The bottom of `rewrite/ops`: it imports no other rule module, and reaches
+the kinds' rules above it (a tensor's subscript, a user object's `__iter__`) through the
+protocol tables below, which their modules fill when imported."""
 from __future__ import annotations
 
 import collections
