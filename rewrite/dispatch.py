@@ -36,6 +36,7 @@ import weakref
 import torch
 
 from . import codeload, config, logs
+from .bytecode import compat
 from .bytecode.splice import prologue_names
 from .compile import Entry, compile_entry
 from .errors import (BackendCompilerFailed, BreaksWarning, EagerWarning, InternalError, RecompileLimitExceeded,
@@ -186,8 +187,18 @@ class Dispatcher:
                                    module=root.globals.get("__name__"))
 
     def _warn_eager(self, entry) -> None:
-        """Once per function: this call (and the calls its entry accepts) ran wholly eagerly."""
+        """Once per function: this call (and the calls its entry accepts) ran wholly eagerly.
+        Once per process where this Python is not traced at all."""
+        global _WARNED_UNTRACED
         reason = entry.reason.split("\n  at ")[0].splitlines()[0]
+        if compat.UNTRACED and reason == compat.UNTRACED:
+            if not _WARNED_UNTRACED:
+                _WARNED_UNTRACED = True
+                warnings.warn_explicit(f"rewrite: {reason}: every @jit function runs eagerly on Python "
+                                       f"{compat.VERSION} (said once per process)", EagerWarning,
+                                       self.code.co_filename, self.code.co_firstlineno,
+                                       module=self.globals.get("__name__"))
+            return
         at = "".join(f" (at {f}:{line})" for f, line, _fn in entry.where[-1:])
         warnings.warn_explicit(f"rewrite: {self.qualname} ran wholly eagerly, none of its own code compiled: "
                                f"{reason}{at}. (The functions it calls compile on their own.) "
@@ -331,6 +342,9 @@ def dispatch_key(entries, most: int = 4) -> tuple[list[str], dict]:
             key = tuple(f[x][1] for x in chosen)
             table.setdefault(key[0] if len(chosen) == 1 else key, e.fn)  # (one fact: no tuple to build)
     return chosen, table
+
+
+_WARNED_UNTRACED = False  # (the once-per-process warning of an untraced Python)
 
 
 def reset_all() -> None:

@@ -13,8 +13,23 @@ PY311 = sys.version_info[:2] == (3, 11)
 PY312 = sys.version_info[:2] == (3, 12)
 PY313 = sys.version_info[:2] == (3, 13)
 SUPPORTED = PY311  # versions whose opcode handlers are complete
+VERSION = f"{sys.version_info[0]}.{sys.version_info[1]}"
+# why nothing is traced on this Python (None: it is): every call runs eagerly, said once per process
+UNTRACED = None if SUPPORTED else f"tracing Python {VERSION} bytecode is not supported yet (3.11 is)"
 
 OPNAMES = frozenset(dis.opmap)
+# opcodes of the other versions the tracer is written for (3.11, 3.12): a handler may be
+# registered under a name this Python lacks, and is then not registered (trace/opcodes.py)
+_OPNAMES_3_11_ONLY = {"ASYNC_GEN_WRAP", "IMPORT_STAR", "JUMP_IF_FALSE_OR_POP", "JUMP_IF_TRUE_OR_POP", "LIST_TO_TUPLE",
+                      "LOAD_CLASSDEREF", "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_NONE",
+                      "POP_JUMP_BACKWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE",
+                      "POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_FORWARD_IF_TRUE", "PRECALL",
+                      "PREP_RERAISE_STAR", "PRINT_EXPR", "UNARY_POSITIVE"}
+_OPNAMES_3_12_NEW = {"BINARY_SLICE", "CALL_INTRINSIC_1", "CALL_INTRINSIC_2", "CLEANUP_THROW", "END_FOR", "END_SEND",
+                     "LOAD_FAST_AND_CLEAR", "LOAD_FAST_CHECK", "LOAD_FROM_DICT_OR_DEREF", "LOAD_FROM_DICT_OR_GLOBALS",
+                     "LOAD_LOCALS", "LOAD_SUPER_ATTR", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE",
+                     "POP_JUMP_IF_TRUE", "RETURN_CONST", "STORE_SLICE"}
+OPNAMES_ELSEWHERE = frozenset((_OPNAMES_3_11_ONLY | _OPNAMES_3_12_NEW) - OPNAMES)
 # Generated and coroutine code objects: the prologue cannot return a compiled result
 # from them, so they are left as they are.
 CO_GENERATOR_LIKE = 0x20 | 0x80 | 0x100 | 0x200  # GENERATOR, COROUTINE, ITERABLE_COROUTINE, ASYNC_GENERATOR

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import dis
 import functools
-import sys
 import types
 
 import torch
 
 from .. import config, logs
 from ..bytecode import original_code
-from ..bytecode.compat import SUPPORTED, exception_handlers, handled_offsets
+from ..bytecode import compat
+from ..bytecode.compat import exception_handlers, handled_offsets
 from ..errors import PythonError, Raised, RaisesEagerly, Unsupported
 from ..guards.codegen import GuardSet
 from ..guards.guard import DefaultDtypeMatch, GradModeMatch, IdMatch, NotInMatch
@@ -87,9 +87,8 @@ class Tracer:
         self.open_contexts: list = []  # recorded contexts (autocast, ...) entered for real, innermost last
         self.ops_in_try = False  # graph ops an `except` covers: the entry runs eagerly if the graph raises
         self.side_effects = SideEffects(self)
-        if not SUPPORTED:  # the prologue works on 3.12 and 3.13; their opcode handlers are to come
-            raise Unsupported(f"tracing Python {sys.version_info[0]}.{sys.version_info[1]} bytecode is not "
-                              "supported yet (3.11 is)")
+        if compat.UNTRACED:  # the prologue works on 3.12 and 3.13; their opcode handlers are to come
+            raise Unsupported(compat.UNTRACED)
         if torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled():
             raise Unsupported("a TorchDispatchMode or TorchFunctionMode is active (it would see the trace's ops)")
         nargs = len(names) - len(code.co_freevars)

@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import dis
 
+from ..bytecode.compat import OPNAMES_ELSEWHERE
 from ..values.vars import Var
 
 HANDLERS: dict = {}
 
 
 def handler(*opnames):
-    """Register one small function as the handler of each named opcode."""
+    """Register one small function as the handler of each named opcode (a name only another
+    Python version has, `compat.OPNAMES_ELSEWHERE`, registers nothing here)."""
     def register(fn):
         for name in opnames:
+            if name in OPNAMES_ELSEWHERE:
+                continue
             assert name in dis.opmap, f"{name} is not an opcode of this Python"
             assert name not in HANDLERS, f"two handlers for {name}"
             HANDLERS[name] = fn
