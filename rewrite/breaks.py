@@ -25,7 +25,7 @@ What the entry runs eagerly depends on that instruction (`kind`):
 * jump  -- the branch test (`if y.sum() > 0`), picking one of two resume functions;
 * with  -- entering a context manager the tracer does not know (the resume function
            starts inside the block, with its `__exit__` on the stack);
-* step  -- one other instruction from the STEPS table (an attribute or global store, an
+* step  -- one other instruction of compat's BREAK_STEPS table (an attribute or global store, an
            operator on values the tracer does not understand, ...).
 
 A `with torch.no_grad()` (or enable_grad/set_grad_enabled, autocast, inference_mode,
@@ -48,7 +48,7 @@ import weakref
 import torch
 
 from . import logs
-from .bytecode.compat import BACKWARD_JUMPS, CALL_BREAKS, call_layout, call_start
+from .bytecode.compat import BACKWARD_JUMPS, BREAK_JUMPS, CALL_BREAKS, break_step, call_layout, call_start, reached
 from .bytecode.resume import at_user_line, is_resume, resume_code
 from .errors import Unsupported, WholeCallEager
 from .guards.source import param_name
@@ -66,18 +66,6 @@ JIT = Protocol("JIT", "rewrite.breaks",
                "plain_origin",  # (globals, code) -> what the routing pass may leave unrouted
                "jit_resume")  # (fn, dispatcher) -> None: a resume function jitted as its caller is
 
-JUMPS = {"POP_JUMP_FORWARD_IF_TRUE": True, "POP_JUMP_BACKWARD_IF_TRUE": True,
-         "POP_JUMP_FORWARD_IF_FALSE": False, "POP_JUMP_BACKWARD_IF_FALSE": False}
-
-# opname -> (values it pops, values it pushes): an instruction the entry runs eagerly as it
-# is, at the user's line (`at_user_line(..., "step")`), so an error it raises is eager's.
-STEPS = {
-    "STORE_ATTR": (2, 0), "DELETE_ATTR": (1, 0), "STORE_SUBSCR": (3, 0), "DELETE_SUBSCR": (2, 0),
-    "STORE_GLOBAL": (1, 0), "LOAD_ATTR": (1, 1), "BINARY_SUBSCR": (2, 1), "BINARY_OP": (2, 1),
-    "COMPARE_OP": (2, 1), "CONTAINS_OP": (2, 1), "UNARY_NOT": (1, 1), "UNARY_NEGATIVE": (1, 1),
-    "UNARY_INVERT": (1, 1), "IMPORT_NAME": (2, 1),
-    "UNPACK_SEQUENCE": (1, lambda inst: inst.arg),
-}
 # the one step written as source: a free variable's cell is the tiny function's to reach
 STORE_DEREF = lambda inst, s: [f"{param_name(inst.argval)}.cell_contents = {s[0]}"]  # noqa: E731
 
@@ -115,11 +103,11 @@ def plan(tracer, error: Unsupported):
         kind = "call_in_try"  # the rest of the frame, from the call on, runs as it is (its handlers too)
     elif inst.opname in CALL_BREAKS:
         kind = "call"
-    elif inst.opname in JUMPS:
+    elif inst.opname in BREAK_JUMPS:
         kind = "jump"
     elif inst.opname == "BEFORE_WITH":
         kind = "with"
-    elif inst.opname in STEPS or inst.opname == "STORE_DEREF" and inst.argval in code.co_freevars:
+    elif break_step(inst) is not None or inst.opname == "STORE_DEREF" and inst.argval in code.co_freevars:
         kind = "step"
     else:
         return None
@@ -146,10 +134,11 @@ IN_LOOP = (" -- again inside a loop, in the resume function after a break there:
 
 
 def _in_loop(instructions: list, ip: int) -> bool:
-    """Whether the instruction at `ip` sits in a loop: a backward jump after it goes back to it
-    or before it."""
+    """Whether the instruction at `ip` sits in a loop: a backward jump that the code after it
+    reaches without an exception goes back to it or before it. (3.12 puts a `with` block's
+    exit handler after the function's end, jumping back to after the block: no loop.)"""
     offset = instructions[ip].offset
-    return any(i.opname in BACKWARD_JUMPS and i.argval <= offset for i in instructions[ip + 1:])
+    return any(i.opname in BACKWARD_JUMPS and i.argval <= offset for i in reached(instructions, ip + 1))
 
 
 def _grad_mode_outside(cp) -> bool | None:
@@ -186,7 +175,7 @@ class Break:
         # the stack slots below what the eager step consumes go on to the resume function
         self.call = call_layout(inst, checkpoint.stack, checkpoint.kw_names, NULL) if kind.startswith("call") else None
         consumed = self.call["consumed"] if kind == "call" else 0 if kind == "call_in_try" else \
-            {"jump": 1, "with": 1}.get(kind) or STEPS[inst.opname][0]
+            {"jump": 1, "with": 1}.get(kind) or break_step(inst)[0]
         self.n_below = len(checkpoint.stack) - consumed
 
     def values(self, tracer):
@@ -262,7 +251,7 @@ class Break:
             fallthrough = self.resume(tracer, dispatcher, consts, self.next_offset, below, ())
             args = ", ".join([*passed(below), *local_args])
             test = f"{_at_line(consts, tracer.code, self.inst.offset, 'truth')}({value[n_stack - 1]})"
-            return [f"if {test}:" if JUMPS[self.inst.opname] else f"if not {test}:",
+            return [f"if {test}:" if BREAK_JUMPS[self.inst.opname] else f"if not {test}:",
                     f"    return {taken}({args})",
                     f"return {fallthrough}({args})"]
         if self.kind == "call":
@@ -283,8 +272,7 @@ class Break:
         elif self.inst.opname == "STORE_DEREF":
             lines, results = STORE_DEREF(self.inst, value[n_stack - 1:n_stack]), []
         else:
-            n_in, n_out = STEPS[self.inst.opname]
-            n_out = n_out(self.inst) if callable(n_out) else n_out
+            n_in, n_out = break_step(self.inst)
             step = _at_line(consts, tracer.code, self.inst.offset, "step", n_in, n_out, dispatcher.globals)
             call = f"{step}({', '.join(value[n_stack - n_in:n_stack])})"
             results = [f"___r{i}" for i in range(n_out)]

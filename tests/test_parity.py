@@ -396,3 +396,16 @@ def test_side_effects_before_a_raise_in_a_graph_that_writes_into_inputs():
         obj.w.add_(x.sum())
         return x // d
     same_calls(f, lambda c: (torch.arange(3), obj(w=torch.zeros(1)), torch.tensor([1, 0, 2][c])))
+
+
+# -- `in` a frozenset read from a global (dataclasses.asdict on 3.12): guarded by identity ------
+
+def test_membership_in_a_global_frozenset_follows_the_global():
+    def f(x, v):
+        return x + state.is_kind(v)
+
+    def args(c):
+        state.KINDS = frozenset({int, float}) if c % 2 == 0 else frozenset({str})
+        return torch.ones(2), 3
+    same_calls(f, args, calls=4)
+    state.KINDS = frozenset({int, float})

@@ -12,7 +12,7 @@ import sys
 PY311 = sys.version_info[:2] == (3, 11)
 PY312 = sys.version_info[:2] == (3, 12)
 PY313 = sys.version_info[:2] == (3, 13)
-SUPPORTED = PY311  # versions whose opcode handlers are complete
+SUPPORTED = PY311 or PY312  # versions whose opcode handlers are complete
 VERSION = f"{sys.version_info[0]}.{sys.version_info[1]}"
 # why nothing is traced on this Python (None: it is): every call runs eagerly, said once per process
 UNTRACED = None if SUPPORTED else f"tracing Python {VERSION} bytecode is not supported yet (3.11 is)"
@@ -105,6 +105,32 @@ def load_global_pushes_null(inst) -> bool:
     return bool(inst.arg & 1)
 
 
+def load_attr_pushes_null(inst) -> bool:
+    """3.12 folded LOAD_METHOD into LOAD_ATTR: its low bit asks for the method form (the tracer
+    pushes NULL and the bound attribute, as for LOAD_METHOD)."""
+    return not PY311 and bool(inst.arg & 1)
+
+
+def super_attr(inst) -> tuple[bool, bool]:
+    """LOAD_SUPER_ATTR (3.12): (method form, `super(cls, self)` spelled with two arguments)."""
+    return bool(inst.arg & 1), bool(inst.arg & 2)
+
+
+def for_iter_exit(inst) -> int:
+    """Where an exhausted FOR_ITER goes: its target (3.11), or past the END_FOR there (3.12)."""
+    return inst.argval if PY311 else inst.argval + 2
+
+
+# an exhausted SEND (`yield from`) leaves the sub-iterator below the result for END_SEND (3.12)
+SEND_KEEPS_ITERATOR = not PY311
+# set.issubset of a non-set: a set made of all of it (3.11), an intersection that stops taking
+# once it found every member (3.12)
+ISSUBSET_INTERSECTS = not PY311
+# exception handlers that are no `try` of the user's: 3.12's cleanup of an inlined comprehension
+# (it puts the saved locals back: SWAP ...) and a generator's StopIteration -> RuntimeError
+NOT_TRY_HANDLERS = ("SWAP", "CALL_INTRINSIC_1")
+
+
 def handled_offsets(code, insts=None) -> tuple[frozenset, frozenset, frozenset]:
     """(covered, in_try, caught): offsets of the instructions an exception handler covers
     (inside `try` or `with`); those of them inside a `try` -- a `with` block's own cleanup
@@ -141,11 +167,34 @@ def handled_offsets(code, insts=None) -> tuple[frozenset, frozenset, frozenset]:
                     memo[offset] = True
             return memo[offset]
         return frozenset(o for o in handler_of if inside(o))
-    return frozenset(handler_of), deciding(lambda target: True), deciding(lambda target: target in swallows)
+    return (frozenset(handler_of), deciding(lambda target: ops.get(target) not in NOT_TRY_HANDLERS),
+            deciding(lambda target: target in swallows))
 
 
 _UNCONDITIONAL = {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP", "JUMP_NO_INTERRUPT"}
 _LEAVES = {"RETURN_VALUE", "RETURN_CONST", "RERAISE", "RAISE_VARARGS"}
+
+
+def reached(insts, start: int) -> list:
+    """The instructions control reaches from `insts[start]` without an exception (falling
+    through and jumping; a return or raise ends a path)."""
+    at = {inst.offset: i for i, inst in enumerate(insts)}
+    jumps = set(dis.hasjrel) | set(dis.hasjabs)
+    seen, todo = set(), [start]
+    while todo:
+        i = todo.pop()
+        if i is None or i >= len(insts) or i in seen:
+            continue
+        seen.add(i)
+        inst = insts[i]
+        if inst.opname in _LEAVES:
+            continue
+        if inst.opcode in jumps:
+            todo.append(at.get(inst.argval))
+            if inst.opname in _UNCONDITIONAL:
+                continue
+        todo.append(i + 1)
+    return [insts[i] for i in sorted(seen)]
 
 
 def _handlers_that_swallow(insts, targets) -> set:
@@ -187,6 +236,30 @@ def exception_handlers(code) -> dict:
     return out
 
 
+# -- graph breaks (breaks.py) ------------------------------------------------------------------
+# a break at a conditional jump on a tensor's truth: opname -> whether it jumps when true
+BREAK_JUMPS = {"POP_JUMP_FORWARD_IF_TRUE": True, "POP_JUMP_BACKWARD_IF_TRUE": True, "POP_JUMP_IF_TRUE": True,
+               "POP_JUMP_FORWARD_IF_FALSE": False, "POP_JUMP_BACKWARD_IF_FALSE": False, "POP_JUMP_IF_FALSE": False}
+# opname -> (values it pops, values it pushes): an instruction the entry runs eagerly as it
+# is, at the user's line (`at_user_line(..., "step")`), so an error it raises is eager's
+BREAK_STEPS = {
+    "STORE_ATTR": (2, 0), "DELETE_ATTR": (1, 0), "STORE_SUBSCR": (3, 0), "DELETE_SUBSCR": (2, 0),
+    "STORE_GLOBAL": (1, 0), "LOAD_ATTR": (1, 1), "BINARY_SUBSCR": (2, 1), "BINARY_OP": (2, 1),
+    "COMPARE_OP": (2, 1), "CONTAINS_OP": (2, 1), "UNARY_NOT": (1, 1), "UNARY_NEGATIVE": (1, 1),
+    "UNARY_INVERT": (1, 1), "IMPORT_NAME": (2, 1), "BINARY_SLICE": (3, 1), "STORE_SLICE": (4, 0),
+    "UNPACK_SEQUENCE": (1, lambda inst: inst.arg),
+}
+
+
+def break_step(inst) -> tuple[int, int] | None:
+    """(pops, pushes) of an instruction a break may run as its eager step, or None. A method
+    load (3.12's LOAD_ATTR with its low bit, as 3.11's LOAD_METHOD) is none: it pushes a NULL."""
+    io = BREAK_STEPS.get(inst.opname)
+    if io is None or inst.opname == "LOAD_ATTR" and load_attr_pushes_null(inst):
+        return None
+    return io[0], io[1](inst) if callable(io[1]) else io[1]
+
+
 # -- calls a graph break runs eagerly (breaks.py): where their operands sit on the stack -------
 CALL_BREAKS = ("CALL", "CALL_FUNCTION_EX")  # (3.13 adds CALL_KW: one more row here)
 # jumps that close a loop (3.12 drops the conditional ones: a loop's test jumps forward)
@@ -217,6 +290,7 @@ def call_layout(inst, stack: list, kw_names: tuple, null) -> dict:
 
 
 CALL_PREFIXES = ("PRECALL", "KW_NAMES")  # instructions that set up the call just after them, not the stack
+# (3.12 has no PRECALL; KW_NAMES stays)
 
 
 def call_start(instructions: list, index: int) -> int:
@@ -228,21 +302,34 @@ def call_start(instructions: list, index: int) -> int:
 
 
 # -- calls routed in code that runs eagerly (route.py) -------------------------------------
-ROUTES_CALLS = PY311  # (3.12: LOAD_ATTR's method flag and LOAD_SUPER_ATTR; 3.13: CALL_KW, the NULL above)
+ROUTES_CALLS = PY311 or PY312  # (3.13: CALL_KW, the NULL above the callable)
 
 
-METHOD_LOADS = ("LOAD_METHOD",)  # what pushes [method, self] or [NULL, bound]
+def is_method_load(ins) -> bool:
+    """Whether the `bytecode` Instr `ins` pushes [method, self] or [NULL, bound]: 3.11's
+    LOAD_METHOD, 3.12's LOAD_ATTR and LOAD_SUPER_ATTR with their method flag."""
+    if ins.name == "LOAD_METHOD":
+        return True
+    return ins.name in ("LOAD_ATTR", "LOAD_SUPER_ATTR") and isinstance(ins.arg, tuple) and ins.arg[0] is True
+
+
+def attr_name(ins) -> str:
+    """The attribute a `bytecode` LOAD_ATTR / LOAD_METHOD / LOAD_SUPER_ATTR Instr loads."""
+    return ins.arg[-1] if isinstance(ins.arg, tuple) else ins.arg
 
 
 def plain_method_load(Instr, ins):
     """A method load (which pushes [method, self] or [NULL, bound]) rewritten to push the
     attribute and its NULL as a plain call does -- so every call finds its callable in one
     place -- or None when `ins` loads no method."""
-    if ins.name not in METHOD_LOADS:
+    if not is_method_load(ins):
         return None
     loc = ins.location
-    return [Instr("LOAD_ATTR", ins.arg, location=loc), Instr("PUSH_NULL", location=loc),
-            Instr("SWAP", 2, location=loc)]
+    if ins.name == "LOAD_METHOD":
+        load = Instr("LOAD_ATTR", ins.arg, location=loc)
+    else:  # (3.12: the same instruction without its method flag)
+        load = Instr(ins.name, (False, *ins.arg[1:]), location=loc)
+    return [load, Instr("PUSH_NULL", location=loc), Instr("SWAP", 2, location=loc)]
 
 
 def callable_depth(ins):
@@ -259,15 +346,19 @@ def callable_depth(ins):
 # (3.11): enough to find, walking back from a call, which instruction pushed its callable
 STACK_IO = {
     "LOAD_FAST": (0, 1), "LOAD_CONST": (0, 1), "LOAD_DEREF": (0, 1), "LOAD_CLOSURE": (0, 1),
-    "LOAD_NAME": (0, 1), "LOAD_CLASSDEREF": (0, 1), "PUSH_NULL": (0, 1), "LOAD_ATTR": (1, 1),
+    "LOAD_NAME": (0, 1), "LOAD_CLASSDEREF": (0, 1), "PUSH_NULL": (0, 1),
     "LOAD_METHOD": (1, 2), "LOAD_GLOBAL": lambda arg: (0, 2 if arg[0] else 1), "BINARY_OP": (2, 1),
     "BINARY_SUBSCR": (2, 1), "COMPARE_OP": (2, 1), "IS_OP": (2, 1), "CONTAINS_OP": (2, 1),
     "UNARY_NEGATIVE": (1, 1), "UNARY_NOT": (1, 1), "UNARY_INVERT": (1, 1), "UNARY_POSITIVE": (1, 1),
+    "LOAD_ATTR": lambda arg: (1, 2 if isinstance(arg, tuple) and arg[0] else 1),
     "BUILD_TUPLE": lambda n: (n, 1), "BUILD_LIST": lambda n: (n, 1), "BUILD_SET": lambda n: (n, 1),
     "BUILD_MAP": lambda n: (2 * n, 1), "BUILD_CONST_KEY_MAP": lambda n: (n + 1, 1),
     "BUILD_SLICE": lambda n: (n, 1), "BUILD_STRING": lambda n: (n, 1), "LIST_TO_TUPLE": (1, 1),
     "FORMAT_VALUE": lambda flags: (2 if flags & 4 else 1, 1), "GET_ITER": (1, 1),
     "PRECALL": (0, 0), "KW_NAMES": (0, 0), "NOP": (0, 0),
+    # 3.12
+    "LOAD_FAST_CHECK": (0, 1), "LOAD_FAST_AND_CLEAR": (0, 1), "BINARY_SLICE": (3, 1), "CALL_INTRINSIC_1": (1, 1),
+    "LOAD_SUPER_ATTR": lambda arg: (3, 2 if arg[0] else 1),
     "CALL": lambda n: (n + 2, 1), "CALL_FUNCTION_EX": lambda flags: (3 + (flags & 1), 1),
     "LIST_EXTEND": lambda i: (i + 1, i), "DICT_MERGE": lambda i: (i + 1, i), "DICT_UPDATE": lambda i: (i + 1, i),
 }
@@ -287,23 +378,26 @@ def method_form_call(instrs: list, index: int) -> bool:
     `__exit__(None, None, None)`. (A call of a call's result, `f()()`, looks like a chain
     of decorators: it is not routed.)"""
     ins = instrs[index]
-    prev = [getattr(i, "name", None) for i in instrs[max(0, index - 4):index]]
-    if prev[-1:] != ["PRECALL"]:
-        return False
+    end = index  # (3.11: the call's PRECALL comes first)
+    if PY311:
+        if getattr(instrs[index - 1], "name", None) != "PRECALL":
+            return False
+        end -= 1
+    prev = [getattr(i, "name", None) for i in instrs[max(0, end - 3):end]]
     if ins.name == "CALL" and ins.arg == 0:
-        if prev[-2:-1] in (["MAKE_FUNCTION"], ["GET_ITER"], ["CALL"]):
+        if prev[-1:] in (["MAKE_FUNCTION"], ["GET_ITER"], ["CALL"]):
             return True
         nxt = instrs[index + 1] if index + 1 < len(instrs) else None
         return getattr(nxt, "name", None) == "RAISE_VARARGS"  # (assert x, message)
-    return ins.name == "CALL" and ins.arg == 2 and len(prev) == 4 and all(
-        name == "LOAD_CONST" and i.arg is None for name, i in zip(prev[:3], instrs[index - 4:index - 1]))
+    return ins.name == "CALL" and ins.arg == 2 and len(prev) == 3 and all(
+        name == "LOAD_CONST" and i.arg is None for name, i in zip(prev, instrs[end - 3:end]))
 
 
 def routed(Instr, router, depth: int, location) -> list:
     """Instructions that replace the callable `depth` deep with `router(callable)`."""
     wrap = [Instr("PUSH_NULL", location=location), Instr("SWAP", 2, location=location),
             Instr("LOAD_CONST", router, location=location), Instr("SWAP", 2, location=location),
-            Instr("PRECALL", 1, location=location), Instr("CALL", 1, location=location)]
+            *([Instr("PRECALL", 1, location=location)] if PY311 else []), Instr("CALL", 1, location=location)]
     if depth == 1:
         return wrap
     return [Instr("SWAP", depth, location=location), *wrap, Instr("SWAP", depth, location=location)]
@@ -312,7 +406,17 @@ def routed(Instr, router, depth: int, location) -> list:
 BINARY_OPS = dict(enumerate(symbol for _, symbol in dis._nb_ops))  # arg -> '+', '+=', ...
 
 # -- the raw splice (fastsplice.py) writes 3.11's encodings: inline caches, exception table ---
-FAST_SPLICE = PY311
+FAST_SPLICE = PY311 or PY312
+# the forward conditional jumps it writes, and how a call and an attribute load are encoded
+RAW_JUMPS = ({"true": "POP_JUMP_FORWARD_IF_TRUE", "false": "POP_JUMP_FORWARD_IF_FALSE",
+              "not_none": "POP_JUMP_FORWARD_IF_NOT_NONE"} if PY311 else
+             {"true": "POP_JUMP_IF_TRUE", "false": "POP_JUMP_IF_FALSE", "not_none": "POP_JUMP_IF_NOT_NONE"})
+RAW_PRECALL = PY311  # a call is PRECALL n; CALL n (3.11) or CALL n
+
+
+def raw_load_attr_arg(name_index: int) -> int:
+    """LOAD_ATTR's oparg for a plain attribute load (3.12 keeps the method flag in bit 0)."""
+    return name_index if PY311 else name_index << 1
 
 
 def cache_entries(opcode: int) -> int:

@@ -12,8 +12,9 @@ line; the slot, MISS, NEXT, `_next` and three attribute names are appended to
 
 The result runs exactly the instructions `splice_prologue` produces (tests compare them),
 plus, first, a bypass `if slot.off: <original>` the import hook uses for functions it has
-decided not to compile. Only CPython 3.11's encoding is written here; `compat.FAST_SPLICE`
-says whether it applies, and callers fall back to `splice_prologue` otherwise.
+decided not to compile. CPython 3.11's and 3.12's encodings are written here (the jumps, a
+call and an attribute load: `compat.RAW_*`); `compat.FAST_SPLICE` says whether it applies,
+and callers fall back to `splice_prologue` otherwise.
 """
 from __future__ import annotations
 
@@ -78,7 +79,7 @@ def _name_index(names: list, name: str) -> int:
 def fast_splice(code: types.CodeType, slot, miss, argument_names: tuple) -> types.CodeType:
     """`code` with the dispatcher prologue calling `slot` spliced in, as raw bytes."""
     if not compat.FAST_SPLICE:
-        raise NotImplementedError("the raw splice is written for CPython 3.11's bytecode")
+        raise NotImplementedError(f"the raw splice is not written for Python {compat.VERSION}'s bytecode")
     consts, names = code.co_consts + (slot, miss, NEXT, _next), list(code.co_names)  # all new to this code object
     k_slot, k_miss, k_next, k_next_fn = range(len(consts) - 4, len(consts))
     attr = {n: _name_index(names, n) for n in NAMES}
@@ -86,25 +87,30 @@ def fast_splice(code: types.CodeType, slot, miss, argument_names: tuple) -> type
     cells = set(code.co_cellvars)
 
     op = OP
+    jump_if = {k: op[name] for k, name in compat.RAW_JUMPS.items()}
+
+    def call(n: int) -> bytes:
+        return (_ins(op["PRECALL"], n) if compat.RAW_PRECALL else b"") + _ins(op["CALL"], n)
+
+    def load_attr(name: str) -> bytes:
+        return _ins(op["LOAD_ATTR"], compat.raw_load_attr_arg(attr[name]))
+
     args = b"".join(_ins(op["LOAD_DEREF"] if name in cells else op["LOAD_FAST"], fast[name])
                     for name in argument_names)
     args += b"".join(_ins(op["LOAD_CLOSURE"], fast[name]) for name in code.co_freevars)
     n = len(argument_names) + len(code.co_freevars)
     dead = _ins(op["POP_TOP"]) + _ins(op["LOAD_CONST"], k_next_fn)  # a dead slot.ref: _next
-    entry = (_ins(op["PUSH_NULL"]) + _ins(op["LOAD_CONST"], k_slot) + _ins(op["LOAD_ATTR"], attr["ref"])
-             + _ins(op["PRECALL"], 0) + _ins(op["CALL"], 0)
-             + _ins(op["COPY"], 1) + _ins(op["POP_JUMP_FORWARD_IF_NOT_NONE"], len(dead) // 2) + dead)
-    calls = {which: _ins(op["PUSH_NULL"]) + callable_ + args + _ins(op["PRECALL"], n) + _ins(op["CALL"], n)
-             for which, callable_ in (("entry", entry),
-                                      ("call", _ins(op["LOAD_CONST"], k_slot) + _ins(op["LOAD_ATTR"], attr["call"])))}
+    entry = (_ins(op["PUSH_NULL"]) + _ins(op["LOAD_CONST"], k_slot) + load_attr("ref") + call(0)
+             + _ins(op["COPY"], 1) + _ins(jump_if["not_none"], len(dead) // 2) + dead)
+    calls = {which: _ins(op["PUSH_NULL"]) + callable_ + args + call(n)
+             for which, callable_ in (("entry", entry), ("call", _ins(op["LOAD_CONST"], k_slot) + load_attr("call")))}
     # forward jumps count code units from the end of the jump instruction
     check = (_ins(op["COPY"], 1) + _ins(op["LOAD_CONST"], k_miss) + _ins(op["IS_OP"], 0)
-             + _ins(op["POP_JUMP_FORWARD_IF_TRUE"], 1) + _ins(op["RETURN_VALUE"]) + _ins(op["POP_TOP"]))
+             + _ins(jump_if["true"], 1) + _ins(op["RETURN_VALUE"]) + _ins(op["POP_TOP"]))
     missed = _ins(op["POP_TOP"]) + calls["call"]
     rest = (calls["entry"] + _ins(op["COPY"], 1) + _ins(op["LOAD_CONST"], k_next) + _ins(op["IS_OP"], 0)
-            + _ins(op["POP_JUMP_FORWARD_IF_FALSE"], len(missed) // 2) + missed + check)
-    prologue = (_ins(op["LOAD_CONST"], k_slot) + _ins(op["LOAD_ATTR"], attr["off"])
-                + _ins(op["POP_JUMP_FORWARD_IF_TRUE"], len(rest) // 2) + rest)
+            + _ins(jump_if["false"], len(missed) // 2) + missed + check)
+    prologue = (_ins(op["LOAD_CONST"], k_slot) + load_attr("off") + _ins(jump_if["true"], len(rest) // 2) + rest)
 
     at = _preamble_end(code)
     raw = code.co_code

@@ -33,7 +33,7 @@ def route_calls(instrs: list, router, plain=None) -> list:
             continue
         at, where, _ = producer(instrs, i, depth)
         if plain is not None and where is not None and plain(where):
-            if instrs[at].name in compat.METHOD_LOADS:
+            if compat.is_method_load(instrs[at]):
                 keep.add(at)
             continue
         routes[i] = depth
@@ -64,7 +64,7 @@ def _plain_form(instrs: list, index: int, depth: int):
     if at is None:
         return None
     ins = instrs[at]
-    return ins.name == "PUSH_NULL" or h == 2 and (ins.name in compat.METHOD_LOADS or ins.name == "LOAD_GLOBAL")
+    return ins.name == "PUSH_NULL" or h == 2 and (compat.is_method_load(ins) or ins.name == "LOAD_GLOBAL")
 
 
 def producer(instrs: list, index: int, depth: int):
@@ -87,9 +87,9 @@ def producer(instrs: list, index: int, depth: int):
                 return i, ("global", ins.arg[1] if isinstance(ins.arg, tuple) else ins.arg), h
             if ins.name == "LOAD_FAST":
                 return i, ("local", ins.arg), h
-            if ins.name == "LOAD_ATTR" or ins.name in compat.METHOD_LOADS:  # (either slot of a method load)
+            if ins.name in ("LOAD_ATTR", "LOAD_METHOD"):  # (either slot of a method load)
                 base = producer(instrs, i, 1)[1]
-                return i, (None if base is None else ("attr", base, ins.arg)), h
+                return i, (None if base is None else ("attr", base, compat.attr_name(ins))), h
             return i, None, h
         h += pops - pushes
         i -= 1

@@ -12,7 +12,7 @@ import types
 import torch
 
 from ..errors import PythonError, Unsupported, python_error
-from ..guards.guard import AliasMatch, DistinctMatch
+from ..guards.guard import AliasMatch, DistinctMatch, IdMatch
 from ..registry import Protocol
 from ..values.side_effects import DELETED
 from ..values.vars import (IMMUTABLE, AttrDictVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExceptionVar,
@@ -425,6 +425,10 @@ def contains(frame, container: Var, item: Var) -> bool:
             if fold(operator.eq, python_value(el, "`in`"), python_value(item, "`in`")):
                 return True
         return False
+    if isinstance(container, ObjectVar) and type(container.value) is frozenset:
+        if container.source is not None:  # (dataclasses' _ATOMIC_TYPES: the same frozenset holds the same)
+            frame.tracer.guards.add(IdMatch(container.source, container.value))
+        return fold(operator.contains, container.value, python_value(item, "`in`"))
     if isinstance(container, ConstVar):
         return fold(operator.contains, container.value, python_value(item, "`in`"))
     if isinstance(container, AttrDictVar):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import operator
 
+from ..bytecode.compat import ISSUBSET_INTERSECTS
 from ..errors import Unsupported, python_error
 from ..values.vars import ConstVar, DictViewVar, InstanceVar, ObjectVar, SetVar, TensorVar, Var
 from .core import SETS, class_attr, const, describe, foldable, iterate, mutating, unpack
@@ -172,10 +173,14 @@ def operand(frame, v: Var, intersecting: set | None = None) -> tuple[SetVar, obj
 
 
 def _compare(frame, s: SetVar, name: str, other: Var) -> bool:
-    """issubset / issuperset / isdisjoint; a non-set is taken as CPython takes it: whole for
-    issubset, item by item up to the first item that decides for the other two."""
-    if name == "issubset" or isinstance(other, SetVar) or isinstance(other, ConstVar) and \
-            isinstance(other.value, (set, frozenset)):
+    """issubset / issuperset / isdisjoint; a non-set is taken as CPython takes it: issubset
+    whole (3.11) or as an intersection, which stops once it found every member (3.12), the
+    other two item by item up to the first item that decides."""
+    is_set = isinstance(other, SetVar) or isinstance(other, ConstVar) and isinstance(other.value, (set, frozenset))
+    if name == "issubset" and not is_set and ISSUBSET_INTERSECTS:
+        found = set(operand(frame, other, set(s.items))[0].items)
+        return set(s.items) <= found
+    if name == "issubset" or is_set:
         theirs = set(operand(frame, other)[0].items)
         mine = set(s.items)
         return {"issubset": mine <= theirs, "issuperset": mine >= theirs, "isdisjoint": not mine & theirs}[name]

@@ -9,3 +9,10 @@ def set_flag(value):
 
 def read_flag():
     return FLAG
+
+
+KINDS = frozenset({int, float})  # (a global frozenset, as dataclasses' _ATOMIC_TYPES)
+
+
+def is_kind(v):
+    return type(v) in KINDS

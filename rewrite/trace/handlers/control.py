@@ -1,5 +1,6 @@
 """Jumps, loops, return, raise and exception handlers."""
 from ... import ops
+from ...bytecode.compat import SEND_KEEPS_ITERATOR, for_iter_exit
 from ...errors import Raised, Unsupported
 from ...ops import contexts
 from ...values.vars import BoundVar, ConstVar, ContextExitVar, ExceptionVar, ObjectVar
@@ -26,10 +27,10 @@ def _pop_jump_if_none(want: bool):
     return pop_jump_if_none
 
 
-handler("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE")(_pop_jump_if(True))
-handler("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE")(_pop_jump_if(False))
-handler("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE")(_pop_jump_if_none(True))
-handler("POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE")(_pop_jump_if_none(False))
+handler("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_IF_TRUE")(_pop_jump_if(True))
+handler("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_IF_FALSE")(_pop_jump_if(False))
+handler("POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_IF_NONE")(_pop_jump_if_none(True))
+handler("POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", "POP_JUMP_IF_NOT_NONE")(_pop_jump_if_none(False))
 
 
 @handler("JUMP_IF_TRUE_OR_POP")
@@ -58,9 +59,15 @@ def for_iter(frame, inst):
     item = frame.stack[-1].next()
     if item is None:
         frame.pop()
-        frame.jump(inst.argval)
+        frame.jump(for_iter_exit(inst))
     else:
         frame.push(item)
+
+
+@handler("END_FOR")
+def end_for(frame, inst):
+    frame.pop()
+    frame.pop()
 
 
 @handler("GET_YIELD_FROM_ITER")
@@ -76,16 +83,26 @@ def send(frame, inst):
         raise Unsupported("generator.send() of a value into `yield from`")
     item = frame.stack[-1].next()
     if item is None:
-        it = frame.pop()
+        it = frame.stack[-1] if SEND_KEEPS_ITERATOR else frame.pop()
         frame.push(it.result if it.result is not None else ConstVar(None))
         frame.jump(inst.argval)
     else:
         frame.push(item)
 
 
+@handler("END_SEND")
+def end_send(frame, inst):
+    del frame.stack[-2]
+
+
 @handler("RETURN_VALUE")
 def return_value(frame, inst):
     raise Return(frame.pop())
+
+
+@handler("RETURN_CONST")
+def return_const(frame, inst):
+    raise Return(ops.const(inst.argval))
 
 
 @handler("RETURN_GENERATOR")

@@ -1,7 +1,8 @@
 """Unary, binary and comparison operators, subscripts."""
 from ... import ops
 from ...bytecode.compat import BINARY_OPS
-from ...values.vars import ConstVar
+from ...errors import Unsupported
+from ...values.vars import ConstVar, TupleVar
 from ..opcodes import handler
 
 
@@ -39,6 +40,23 @@ def compare_op(frame, inst):
     frame.push(ops.binary(frame, inst.argval, a, b))
 
 
+# CALL_INTRINSIC_1 (3.12): the one-operand operations that left the opcode table, by dis's name
+INTRINSICS_1 = {
+    "INTRINSIC_UNARY_POSITIVE": lambda frame, v: ops.unary(frame, "+", v),
+    "INTRINSIC_LIST_TO_TUPLE": lambda frame, v: TupleVar(list(v.items)),
+    # a generator's handler: the tracer turns a StopIteration leaving the frame (PEP 479) itself
+    "INTRINSIC_STOPITERATION_ERROR": lambda frame, v: v,
+}
+
+
+@handler("CALL_INTRINSIC_1")
+def call_intrinsic_1(frame, inst):
+    rule = INTRINSICS_1.get(inst.argrepr)
+    if rule is None:
+        raise Unsupported(f"{inst.argrepr or 'an intrinsic'} (CALL_INTRINSIC_1)")
+    frame.push(rule(frame, frame.pop()))
+
+
 @handler("IS_OP")
 def is_op(frame, inst):
     b = frame.pop()
@@ -58,6 +76,20 @@ def binary_subscr(frame, inst):
     index = frame.pop()
     obj = frame.pop()
     frame.push(ops.getitem(frame, obj, index))
+
+
+@handler("BINARY_SLICE")
+def binary_slice(frame, inst):
+    stop, start = frame.pop(), frame.pop()
+    obj = frame.pop()
+    frame.push(ops.getitem(frame, obj, ops.make_slice([start, stop])))
+
+
+@handler("STORE_SLICE")
+def store_slice(frame, inst):
+    stop, start = frame.pop(), frame.pop()
+    obj = frame.pop()
+    ops.setitem(frame, obj, ops.make_slice([start, stop]), frame.pop())
 
 
 @handler("STORE_SUBSCR")

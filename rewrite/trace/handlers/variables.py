@@ -3,7 +3,7 @@ import importlib.util
 import sys
 
 from ... import ops
-from ...bytecode.compat import load_global_pushes_null
+from ...bytecode.compat import load_attr_pushes_null, load_global_pushes_null, super_attr
 from ...errors import Unsupported
 from ...guards.source import CellContentsSource
 from ...values.side_effects import DELETED, location
@@ -16,14 +16,24 @@ def load_const(frame, inst):
     frame.push(ops.const(inst.argval))
 
 
-@handler("LOAD_FAST")
+@handler("LOAD_FAST", "LOAD_FAST_CHECK")
 def load_fast(frame, inst):
     frame.push(frame.load_local(inst.argval))
 
 
+@handler("LOAD_FAST_AND_CLEAR")
+def load_fast_and_clear(frame, inst):
+    """An inlined comprehension (3.12) saves the local its variable shadows, NULL if unbound."""
+    frame.push(frame.locals.pop(inst.argval, NULL))
+
+
 @handler("STORE_FAST")
 def store_fast(frame, inst):
-    frame.locals[inst.argval] = frame.pop()
+    v = frame.pop()
+    if v is NULL:  # (the comprehension's saved local was unbound: it is again)
+        frame.locals.pop(inst.argval, None)
+    else:
+        frame.locals[inst.argval] = v
 
 
 @handler("DELETE_FAST")
@@ -81,7 +91,21 @@ def store_deref(frame, inst):
 
 @handler("LOAD_ATTR")
 def load_attr(frame, inst):
-    frame.push(ops.getattr_(frame, frame.pop(), inst.argval))
+    obj = frame.pop()
+    if load_attr_pushes_null(inst):  # (3.12's LOAD_METHOD)
+        frame.push(NULL)
+    frame.push(ops.getattr_(frame, obj, inst.argval))
+
+
+@handler("LOAD_SUPER_ATTR")
+def load_super_attr(frame, inst):
+    """`super().name` (3.12): super, the class cell's contents and the first argument on the stack."""
+    self_, cls, sup = frame.pop(), frame.pop(), frame.pop()
+    method, _two_args = super_attr(inst)
+    bound = ops.call(frame, sup, [cls, self_], {})
+    if method:
+        frame.push(NULL)
+    frame.push(ops.getattr_(frame, bound, inst.argval))
 
 
 @handler("LOAD_METHOD")
