@@ -409,3 +409,46 @@ def test_membership_in_a_global_frozenset_follows_the_global():
         return torch.ones(2), 3
     same_calls(f, args, calls=4)
     state.KINDS = frozenset({int, float})
+
+
+# -- exception handler depths of rewritten code (3.12's nested handlers; fuzz seed 2801) --------
+
+class _Rank(Exception):
+    pass
+
+
+def _checked(t, limit=2):
+    if t.dim() > limit:
+        raise _Rank("rank", t.dim())
+    return t * 2
+
+
+def test_a_reraise_in_a_nested_handler_then_a_routed_call_in_a_try():
+    def f(x):
+        try:
+            try:
+                t1 = _checked(x, 1)
+            except _Rank:
+                t2 = 2 * 2
+                raise
+        except _Rank as e:
+            t1 = x - len(e.args)
+        try:
+            t3 = x[x.long().abs() % (x.shape[0] + 1)]
+        except IndexError:
+            t3 = x.new_zeros(x.shape + x.shape[1:])
+        try:
+            try:
+                t4 = _checked(x, 1)
+            except _Rank:
+                t5 = t2 * 2
+                raise
+        except _Rank as e:
+            t4 = x - len(e.args)
+        try:
+            t6 = x // x  # (raises on zeros: the call runs its original code, its calls routed)
+        except RuntimeError:
+            t6 = torch.zeros_like(x + x)
+        return t1, t3, t4, t5, t6
+    shapes = [(0, 0, 0), (0, 0, 0), (4, 1, 2), (5, 1, 3)]
+    same_calls(f, lambda i: (torch.randint(-4, 5, shapes[i], generator=torch.Generator().manual_seed(i)),), calls=4)

@@ -38,7 +38,7 @@ def test_handlers_are_registered_for_this_python_only():
 
 @pytest.fixture
 def untraced(monkeypatch):
-    monkeypatch.setattr(compat, "UNTRACED", "tracing Python 9.9 bytecode is not supported yet (3.11 is)")
+    monkeypatch.setattr(compat, "UNTRACED", "tracing Python 9.9 bytecode is not supported yet (3.11 and 3.12 are)")
     monkeypatch.setattr(compat, "VERSION", "9.9")
     monkeypatch.setattr(dispatch, "_WARNED_UNTRACED", False)
 
@@ -58,3 +58,31 @@ def test_an_untraced_python_warns_once_per_process_and_runs_eagerly(untraced):
             torch.testing.assert_close(g(torch.ones(2), i), eager_g(torch.ones(2), i))
     said = [str(w.message) for w in caught if issubclass(w.category, rewrite.EagerWarning)]
     assert len(said) == 1 and "Python 9.9" in said[0] and "once per process" in said[0], said
+
+
+def _nested(x):
+    try:
+        try:
+            y = len(x)
+        except TypeError:
+            z = 1
+            raise
+    except TypeError as e:
+        y = len(e.args)
+    try:
+        y += len(x)
+    except TypeError:
+        y = 0
+    return y
+
+
+def test_rewritten_code_keeps_the_original_handler_depths():
+    """The `bytecode` library derives exception-handler depths anew and gets 3.12's nested
+    handlers wrong (a `raise` in an `except` in a `try`): the splice keeps the original's."""
+    import textwrap
+    from rewrite.bytecode.splice import splice_prologue
+    from rewrite.slot import MISS, Slot
+    for fn in (_nested, textwrap.TextWrapper._split, textwrap.dedent):
+        code = fn.__code__
+        new = splice_prologue(code, Slot(), MISS, router=lambda f: f)
+        assert [e.depth for e in compat.exception_entries(new)] == [e.depth for e in compat.exception_entries(code)]

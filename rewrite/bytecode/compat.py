@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import dis
 import sys
+import types
+
+from ..errors import Unsupported
 
 PY311 = sys.version_info[:2] == (3, 11)
 PY312 = sys.version_info[:2] == (3, 12)
@@ -15,21 +18,30 @@ PY313 = sys.version_info[:2] == (3, 13)
 SUPPORTED = PY311 or PY312  # versions whose opcode handlers are complete
 VERSION = f"{sys.version_info[0]}.{sys.version_info[1]}"
 # why nothing is traced on this Python (None: it is): every call runs eagerly, said once per process
-UNTRACED = None if SUPPORTED else f"tracing Python {VERSION} bytecode is not supported yet (3.11 is)"
+UNTRACED = None if SUPPORTED else f"tracing Python {VERSION} bytecode is not supported yet (3.11 and 3.12 are)"
 
 OPNAMES = frozenset(dis.opmap)
-# opcodes of the other versions the tracer is written for (3.11, 3.12): a handler may be
-# registered under a name this Python lacks, and is then not registered (trace/opcodes.py)
-_OPNAMES_3_11_ONLY = {"ASYNC_GEN_WRAP", "IMPORT_STAR", "JUMP_IF_FALSE_OR_POP", "JUMP_IF_TRUE_OR_POP", "LIST_TO_TUPLE",
-                      "LOAD_CLASSDEREF", "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_NONE",
-                      "POP_JUMP_BACKWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE",
-                      "POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE", "POP_JUMP_FORWARD_IF_TRUE", "PRECALL",
-                      "PREP_RERAISE_STAR", "PRINT_EXPR", "UNARY_POSITIVE"}
-_OPNAMES_3_12_NEW = {"BINARY_SLICE", "CALL_INTRINSIC_1", "CALL_INTRINSIC_2", "CLEANUP_THROW", "END_FOR", "END_SEND",
-                     "LOAD_FAST_AND_CLEAR", "LOAD_FAST_CHECK", "LOAD_FROM_DICT_OR_DEREF", "LOAD_FROM_DICT_OR_GLOBALS",
-                     "LOAD_LOCALS", "LOAD_SUPER_ATTR", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE",
-                     "POP_JUMP_IF_TRUE", "RETURN_CONST", "STORE_SLICE"}
-OPNAMES_ELSEWHERE = frozenset((_OPNAMES_3_11_ONLY | _OPNAMES_3_12_NEW) - OPNAMES)
+# the opcodes each version adds and removes (from its `dis.opmap`; the instrumented forms left
+# out): a handler may be registered under a name this Python lacks, and is then not registered
+# (trace/opcodes.py)
+OPCODE_CHANGES = {
+    (3, 12): {"added": {"BINARY_SLICE", "CALL_INTRINSIC_1", "CALL_INTRINSIC_2", "CLEANUP_THROW", "END_FOR",
+                        "END_SEND", "LOAD_FAST_AND_CLEAR", "LOAD_FAST_CHECK", "LOAD_FROM_DICT_OR_DEREF",
+                        "LOAD_FROM_DICT_OR_GLOBALS", "LOAD_LOCALS", "LOAD_SUPER_ATTR", "POP_JUMP_IF_FALSE",
+                        "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE", "POP_JUMP_IF_TRUE", "RETURN_CONST",
+                        "STORE_SLICE"},
+              "removed": {"ASYNC_GEN_WRAP", "IMPORT_STAR", "JUMP_IF_FALSE_OR_POP", "JUMP_IF_TRUE_OR_POP",
+                          "LIST_TO_TUPLE", "LOAD_CLASSDEREF", "POP_JUMP_BACKWARD_IF_FALSE",
+                          "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", "POP_JUMP_BACKWARD_IF_TRUE",
+                          "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE",
+                          "POP_JUMP_FORWARD_IF_TRUE", "PRECALL", "PREP_RERAISE_STAR", "PRINT_EXPR",
+                          "UNARY_POSITIVE"}},
+    (3, 13): {"added": {"CALL_KW", "CONVERT_VALUE", "ENTER_EXECUTOR", "EXIT_INIT_CHECK", "FORMAT_SIMPLE",
+                        "FORMAT_WITH_SPEC", "LOAD_FAST_LOAD_FAST", "SET_FUNCTION_ATTRIBUTE", "STORE_FAST_LOAD_FAST",
+                        "STORE_FAST_STORE_FAST", "TO_BOOL"},
+              "removed": {"FORMAT_VALUE", "KW_NAMES"}},
+}
+OPNAMES_ELSEWHERE = frozenset(set().union(*(c["added"] | c["removed"] for c in OPCODE_CHANGES.values())) - OPNAMES)
 # Generated and coroutine code objects: the prologue cannot return a compiled result
 # from them, so they are left as they are.
 CO_GENERATOR_LIKE = 0x20 | 0x80 | 0x100 | 0x200  # GENERATOR, COROUTINE, ITERABLE_COROUTINE, ASYNC_GENERATOR
@@ -427,3 +439,40 @@ def cache_entries(opcode: int) -> int:
 def exception_entries(code) -> list:
     """The exception table's entries (start, end, target in bytes; depth; lasti)."""
     return dis._parse_exception_table(code)
+
+
+def except_varint(value: int, start: bool = False) -> bytes:
+    chunks = [value & 63]
+    value >>= 6
+    while value:
+        chunks.append(value & 63)
+        value >>= 6
+    chunks.reverse()
+    out = bytearray(c | 0x40 for c in chunks[:-1]) + bytes((chunks[-1],))
+    if start:
+        out[0] |= 0x80
+    return bytes(out)
+
+
+def with_original_depths(new: types.CodeType, code: types.CodeType, what: str | None = None) -> types.CodeType:
+    """`new` (made from `code` by the `bytecode` library) with each exception handler at the
+    stack depth the original gives it, when their handlers correspond one to one. The library
+    derives the depths anew, and gets some wrong: a resume function that starts inside a `try`
+    (a break at a call there) leaves the `try`'s own beginning unreachable; 3.12's nested
+    handlers (a `raise` in an `except` in a `try`). An exception would then unwind to a stack
+    that is not there. Code between the handlers (a prologue, routed calls) leaves them as
+    deep as they were. Handlers that do not correspond: `new` as it is, or (`what` given,
+    a resume function) Unsupported."""
+    old_entries, new_entries = exception_entries(code), exception_entries(new)
+    if [e.depth for e in old_entries] == [e.depth for e in new_entries]:
+        return new
+    if len(old_entries) != len(new_entries) or any(o.lasti != n.lasti for o, n in zip(old_entries, new_entries)):
+        if what is None:
+            return new
+        raise Unsupported(f"{code.co_name}: {what} whose handlers do not match the original's")
+    table = bytearray()
+    for o, n in zip(old_entries, new_entries):
+        table += except_varint(n.start // 2, start=True) + except_varint((n.end - n.start) // 2)
+        table += except_varint(n.target // 2) + except_varint((o.depth << 1) | int(n.lasti))
+    stack = max(new.co_stacksize, code.co_stacksize + len(new.co_varnames))
+    return new.replace(co_exceptiontable=bytes(table), co_stacksize=stack)

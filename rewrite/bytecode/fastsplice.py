@@ -125,29 +125,16 @@ def fast_splice(code: types.CodeType, slot, miss, argument_names: tuple) -> type
 
 # -- tables ---------------------------------------------------------------------------------
 
-def _except_varint(value: int, start: bool = False) -> bytes:
-    chunks = [value & 63]
-    value >>= 6
-    while value:
-        chunks.append(value & 63)
-        value >>= 6
-    chunks.reverse()
-    out = bytearray(c | 0x40 for c in chunks[:-1]) + bytes((chunks[-1],))
-    if start:
-        out[0] |= 0x80
-    return bytes(out)
-
-
 def _shift_exceptions(code: types.CodeType, units: int) -> bytes:
     """The exception table with every offset moved `units` code units later."""
     if not code.co_exceptiontable:
         return code.co_exceptiontable
     out = bytearray()
     for e in compat.exception_entries(code):
-        out += _except_varint(e.start // 2 + units, start=True)
-        out += _except_varint((e.end - e.start) // 2)
-        out += _except_varint(e.target // 2 + units)
-        out += _except_varint((e.depth << 1) | int(e.lasti))
+        out += compat.except_varint(e.start // 2 + units, start=True)
+        out += compat.except_varint((e.end - e.start) // 2)
+        out += compat.except_varint(e.target // 2 + units)
+        out += compat.except_varint((e.depth << 1) | int(e.lasti))
     return bytes(out)
 
 

@@ -16,7 +16,6 @@ from bytecode.instr import InstrLocation
 
 from ..errors import Unsupported
 from . import compat
-from .fastsplice import _except_varint
 from .route import route_calls
 
 
@@ -84,7 +83,7 @@ def resume_code(code: types.CodeType, offset: int, slots: tuple[str, ...], local
     bc.flags &= ~(0x04 | 0x08)  # *args and **kwargs are plain parameters now
     bc.name = code.co_name  # tracebacks name the user's function
     bc.qualname = name
-    new = _with_original_depths(bc.to_code(), code)
+    new = compat.with_original_depths(bc.to_code(), code, "a resume function")
     RESUMES.add(new)
     return new
 
@@ -94,24 +93,6 @@ RESUMES: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()  # the code resum
 
 def is_resume(code: types.CodeType) -> bool:
     return code in RESUMES
-
-
-def _with_original_depths(new: types.CodeType, code: types.CodeType) -> types.CodeType:
-    """Each handler keeps the stack depth the original gives it. The new start rebuilds the
-    original's stack, but a start inside a `try` (a break at a call there) leaves the `try`'s
-    own beginning unreachable, and the depth the `bytecode` library derives for it is then
-    wrong (an exception would unwind to a stack that is not there)."""
-    old_entries, new_entries = compat.exception_entries(code), compat.exception_entries(new)
-    if [e.depth for e in old_entries] == [e.depth for e in new_entries]:
-        return new
-    if len(old_entries) != len(new_entries) or any(o.lasti != n.lasti for o, n in zip(old_entries, new_entries)):
-        raise Unsupported(f"{code.co_name}: a resume function whose handlers do not match the original's")
-    table = bytearray()
-    for o, n in zip(old_entries, new_entries):
-        table += _except_varint(n.start // 2, start=True) + _except_varint((n.end - n.start) // 2)
-        table += _except_varint(n.target // 2) + _except_varint((o.depth << 1) | int(n.lasti))
-    stack = max(new.co_stacksize, code.co_stacksize + len(new.co_varnames))
-    return new.replace(co_exceptiontable=bytes(table), co_stacksize=stack)
 
 
 def _instr_at(code: types.CodeType, offset: int) -> Instr:

@@ -100,7 +100,7 @@ def splice_prologue(code: types.CodeType, slot, miss, router=None, plain=None) -
         Instr("POP_TOP", location=loc),
     ]
     bc[at:at] = prologue
-    new = bc.to_code()
+    new = compat.with_original_depths(bc.to_code(), code)
     _ORIGINALS[new] = code
     return new
 
