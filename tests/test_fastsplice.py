@@ -13,7 +13,7 @@ from rewrite.bytecode.fastsplice import fast_splice
 from rewrite.bytecode.splice import argument_names
 from rewrite.dispatch import MISS, Slot
 
-pytestmark = pytest.mark.skipif(not FAST_SPLICE, reason="the raw splice is written for CPython 3.11 and 3.12")
+pytestmark = pytest.mark.skipif(not FAST_SPLICE, reason="the raw splice is written for the traced Pythons (compat.FAST_SPLICE)")
 
 MODULES = ["argparse", "json.decoder", "inspect", "dataclasses", "textwrap", "statistics", "fractions"]
 

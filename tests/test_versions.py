@@ -30,6 +30,22 @@ def test_only_compat_reads_the_python_version():
     assert sorted(set(readers)) == ["rewrite/bytecode/compat.py"]
 
 
+def test_no_module_outside_compat_names_a_version():
+    """compat's rows say what differs (NULL_ABOVE_CALLABLE, TO_BOOL, ...); which versions
+    they hold for is compat's alone: no other module names PY311, PY312 or PY313."""
+    namers = []
+    for folder in ("rewrite", "codegen", "fuzz"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if path.name == "compat.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else \
+                    None
+                if name is not None and name.startswith("PY3") and name[3:].isdigit():
+                    namers.append(f"{path.relative_to(ROOT)}: {name}")
+    assert namers == []
+
+
 def test_handlers_are_registered_for_this_python_only():
     import dis
     assert set(HANDLERS) <= set(dis.opmap)

@@ -15,10 +15,10 @@ from ..errors import Unsupported
 PY311 = sys.version_info[:2] == (3, 11)
 PY312 = sys.version_info[:2] == (3, 12)
 PY313 = sys.version_info[:2] == (3, 13)
-SUPPORTED = PY311 or PY312  # versions whose opcode handlers are complete
+SUPPORTED = PY311 or PY312 or PY313  # versions whose opcode handlers are complete
 VERSION = f"{sys.version_info[0]}.{sys.version_info[1]}"
 # why nothing is traced on this Python (None: it is): every call runs eagerly, said once per process
-UNTRACED = None if SUPPORTED else f"tracing Python {VERSION} bytecode is not supported yet (3.11 and 3.12 are)"
+UNTRACED = None if SUPPORTED else f"tracing Python {VERSION} bytecode is not supported yet (3.11 to 3.13 are)"
 
 OPNAMES = frozenset(dis.opmap)
 # the opcodes each version adds and removes (from its `dis.opmap`; the instrumented forms left
@@ -45,13 +45,16 @@ OPNAMES_ELSEWHERE = frozenset(set().union(*(c["added"] | c["removed"] for c in O
 # Generated and coroutine code objects: the prologue cannot return a compiled result
 # from them, so they are left as they are.
 CO_GENERATOR_LIKE = 0x20 | 0x80 | 0x100 | 0x200  # GENERATOR, COROUTINE, ITERABLE_COROUTINE, ASYNC_GENERATOR
+# where a call's NULL sits: [NULL | method, callable | self, *args] until 3.12; from 3.13
+# [callable | method, NULL | self, *args] (the callable is then always at one depth)
+NULL_ABOVE_CALLABLE = sys.version_info >= (3, 13)
 
 
 def call_sequence(Instr, load_callable: list, load_args: list, location) -> list:
     """A plain call: the callable, its NULL (below it until 3.12, above it from 3.13), the
     arguments, then the call instruction(s)."""
     null = Instr("PUSH_NULL", location=location)
-    head = [*load_callable, null] if sys.version_info >= (3, 13) else [null, *load_callable]
+    head = [*load_callable, null] if NULL_ABOVE_CALLABLE else [null, *load_callable]
     n = len(load_args)
     call = [Instr("PRECALL", n, location=location)] if PY311 else []
     return [*head, *load_args, *call, Instr("CALL", n, location=location)]
@@ -60,15 +63,19 @@ def call_sequence(Instr, load_callable: list, load_args: list, location) -> list
 def call_unpacked(Instr, load_callable, load_args_tuple, location, load_kwargs=None) -> list:
     """`f(*args)` (or `f(*args, **kwargs)`): CALL_FUNCTION_EX, its NULL placed as each version wants."""
     null = Instr("PUSH_NULL", location=location)
-    head = [load_callable, null] if sys.version_info >= (3, 13) else [null, load_callable]
+    head = [load_callable, null] if NULL_ABOVE_CALLABLE else [null, load_callable]
     if load_kwargs is None:
         return [*head, load_args_tuple, Instr("CALL_FUNCTION_EX", 0, location=location)]
     return [*head, load_args_tuple, load_kwargs, Instr("CALL_FUNCTION_EX", 1, location=location)]
 
 
+# 3.13 made LOAD_CLOSURE a pseudo-op: LOAD_FAST of a cell or free variable pushes the cell
+LOAD_FAST_LOADS_CELLS = sys.version_info >= (3, 13)
+
+
 def load_cell(Instr, var, location):
     """Push a free variable's cell object (3.13 made LOAD_CLOSURE a pseudo-op of LOAD_FAST)."""
-    if sys.version_info >= (3, 13):
+    if LOAD_FAST_LOADS_CELLS:
         return Instr("LOAD_FAST", var, location=location)
     return Instr("LOAD_CLOSURE", var, location=location)
 
@@ -129,8 +136,13 @@ def super_attr(inst) -> tuple[bool, bool]:
 
 
 def for_iter_exit(inst) -> int:
-    """Where an exhausted FOR_ITER goes: its target (3.11), or past the END_FOR there (3.12)."""
-    return inst.argval if PY311 else inst.argval + 2
+    """Where an exhausted FOR_ITER goes (the iterator popped): its target (3.11), past the
+    END_FOR there (3.12), past its END_FOR and POP_TOP (3.13)."""
+    return inst.argval + _FOR_ITER_SKIPS
+
+
+_FOR_ITER_SKIPS = 0 if PY311 else 2 if PY312 else 4
+END_FOR_POPS = 2 if PY312 else 1  # (3.12: the iterator and its last item; 3.13: one, then POP_TOP)
 
 
 # an exhausted SEND (`yield from`) leaves the sub-iterator below the result for END_SEND (3.12)
@@ -249,6 +261,21 @@ def exception_handlers(code) -> dict:
 
 
 # -- graph breaks (breaks.py) ------------------------------------------------------------------
+# what makes a value a branch takes, from 3.13: an exact bool (TO_BOOL before every branch and
+# UNARY_NOT, or COMPARE_OP's bool bit); the tracer leaves values as they are, so that the
+# branch decides (or breaks) on the value itself, and code it writes converts as 3.13 wants
+TO_BOOL = sys.version_info >= (3, 13)
+
+
+def truth(Instr, location) -> list:
+    """`not not value`: the value on top made a bool."""
+    return [*([Instr("TO_BOOL", location=location)] if TO_BOOL else []), Instr("UNARY_NOT", location=location),
+            Instr("UNARY_NOT", location=location)]
+
+
+# an instruction a graph break runs as its eager step, and what must come first (3.13: a bool)
+STEP_BEFORE = {"UNARY_NOT": "TO_BOOL"} if TO_BOOL else {}
+
 # a break at a conditional jump on a tensor's truth: opname -> whether it jumps when true
 BREAK_JUMPS = {"POP_JUMP_FORWARD_IF_TRUE": True, "POP_JUMP_BACKWARD_IF_TRUE": True, "POP_JUMP_IF_TRUE": True,
                "POP_JUMP_FORWARD_IF_FALSE": False, "POP_JUMP_BACKWARD_IF_FALSE": False, "POP_JUMP_IF_FALSE": False}
@@ -273,7 +300,7 @@ def break_step(inst) -> tuple[int, int] | None:
 
 
 # -- calls a graph break runs eagerly (breaks.py): where their operands sit on the stack -------
-CALL_BREAKS = ("CALL", "CALL_FUNCTION_EX")  # (3.13 adds CALL_KW: one more row here)
+CALL_BREAKS = ("CALL", "CALL_KW", "CALL_FUNCTION_EX")  # (CALL_KW: 3.13)
 # jumps that close a loop (3.12 drops the conditional ones: a loop's test jumps forward)
 BACKWARD_JUMPS = ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "POP_JUMP_BACKWARD_IF_TRUE",
                   "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE")
@@ -282,22 +309,32 @@ BACKWARD_JUMPS = ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "POP_JUMP_BACKW
 def call_layout(inst, stack: list, kw_names: tuple, null) -> dict:
     """For a call instruction about to run with `stack`: how many slots it consumes and the
     stack indices of the callable, its `self` (a method call), positional arguments and
-    keyword arguments (`kw`: name -> index), or of the `*args` tuple and `**kwargs` mapping."""
+    keyword arguments (`kw`: name -> index), or of the `*args` tuple and `**kwargs` mapping.
+    `kw_names`: KW_NAMES' names (3.11, 3.12), or the constant CALL_KW finds on top (3.13)."""
     n = len(stack)
-    if inst.opname == "CALL":  # 3.11, 3.12: [NULL | method, callable | self, *args]; names from KW_NAMES
+    if inst.opname in ("CALL", "CALL_KW"):
+        # [NULL | method, callable | self, *args] (3.11, 3.12: names from KW_NAMES), or
+        # [callable | method, NULL | self, *args] (3.13: CALL_KW takes the names from the top)
+        names = n - 1 if inst.opname == "CALL_KW" else None
+        if names is not None:
+            n -= 1
         argc = inst.arg
-        method = stack[n - argc - 2] is not null
-        fn, self_ = (n - argc - 2, n - argc - 1) if method else (n - argc - 1, None)
+        below, above = n - argc - 2, n - argc - 1
+        if stack[below] is null:
+            fn, self_ = above, None
+        else:
+            fn, self_ = below, None if stack[above] is null else above
         args = list(range(n - argc, n))
         npos = argc - len(kw_names)
-        return {"consumed": argc + 2, "fn": fn, "self": self_, "args": args[:npos],
+        return {"consumed": argc + 2 + (names is not None), "fn": fn, "self": self_, "args": args[:npos],
                 "kw": dict(zip(kw_names, args[npos:])), "star": None, "starstar": None}
-    if inst.opname == "CALL_FUNCTION_EX":  # [NULL?, callable, args, kwargs if arg & 1]
+    if inst.opname == "CALL_FUNCTION_EX":  # [NULL?, callable, args, kwargs if arg & 1] (3.13: callable, NULL)
         kw = inst.arg & 1
-        fn = n - 2 - kw
-        below_null = fn > 0 and stack[fn - 1] is null
-        return {"consumed": 2 + kw + below_null, "fn": fn, "self": None, "args": [], "kw": {},
-                "star": fn + 1, "starstar": fn + 2 if kw else None}
+        star = n - 1 - kw
+        fn = star - 2 if NULL_ABOVE_CALLABLE else star - 1
+        below_null = not NULL_ABOVE_CALLABLE and fn > 0 and stack[fn - 1] is null
+        return {"consumed": 2 + kw + (1 if NULL_ABOVE_CALLABLE else below_null), "fn": fn, "self": None,
+                "args": [], "kw": {}, "star": star, "starstar": star + 1 if kw else None}
     raise ValueError(inst.opname)
 
 
@@ -314,7 +351,7 @@ def call_start(instructions: list, index: int) -> int:
 
 
 # -- calls routed in code that runs eagerly (route.py) -------------------------------------
-ROUTES_CALLS = PY311 or PY312  # (3.13: CALL_KW, the NULL above the callable)
+ROUTES_CALLS = SUPPORTED
 
 
 def is_method_load(ins) -> bool:
@@ -334,8 +371,8 @@ def plain_method_load(Instr, ins):
     """A method load (which pushes [method, self] or [NULL, bound]) rewritten to push the
     attribute and its NULL as a plain call does -- so every call finds its callable in one
     place -- or None when `ins` loads no method."""
-    if not is_method_load(ins):
-        return None
+    if NULL_ABOVE_CALLABLE or not is_method_load(ins):
+        return None  # (3.13: the callable is always in one place)
     loc = ins.location
     if ins.name == "LOAD_METHOD":
         load = Instr("LOAD_ATTR", ins.arg, location=loc)
@@ -347,10 +384,13 @@ def plain_method_load(Instr, ins):
 def callable_depth(ins):
     """How deep (1: the top) the callable of call instruction `ins` sits, its method loads
     made plain (see plain_method_load); None for other instructions."""
+    above = NULL_ABOVE_CALLABLE  # (3.13: [callable, NULL | self, ...])
     if ins.name == "CALL":  # [NULL, callable, *args] (after PRECALL, which leaves the stack as it is)
-        return ins.arg + 1
+        return ins.arg + 1 + above
+    if ins.name == "CALL_KW":  # [callable, NULL | self, *args, names] (3.13)
+        return ins.arg + 3
     if ins.name == "CALL_FUNCTION_EX":  # [NULL, callable, args, kwargs if arg & 1]
-        return 2 + (ins.arg & 1)
+        return 2 + (ins.arg & 1) + above
     return None
 
 
@@ -373,7 +413,18 @@ STACK_IO = {
     "LOAD_SUPER_ATTR": lambda arg: (3, 2 if arg[0] else 1),
     "CALL": lambda n: (n + 2, 1), "CALL_FUNCTION_EX": lambda flags: (3 + (flags & 1), 1),
     "LIST_EXTEND": lambda i: (i + 1, i), "DICT_MERGE": lambda i: (i + 1, i), "DICT_UPDATE": lambda i: (i + 1, i),
+    # 3.13
+    "LOAD_FAST_LOAD_FAST": (0, 2), "TO_BOOL": (1, 1), "CALL_KW": lambda n: (n + 3, 1), "CONVERT_VALUE": (1, 1),
+    "FORMAT_SIMPLE": (1, 1), "FORMAT_WITH_SPEC": (2, 1),
 }
+
+
+def pushes_value_at(ins, h: int) -> bool:
+    """Whether push `h` (1: the last) of LOAD_GLOBAL / a method load `ins` is the value, not the
+    NULL it may push with it (below it until 3.12, above it from 3.13)."""
+    if NULL_ABOVE_CALLABLE and stack_io(ins)[1] == 2:
+        return h == 2
+    return h == 1
 
 
 def stack_io(ins):
@@ -389,6 +440,8 @@ def method_form_call(instrs: list, index: int) -> bool:
     its iterator (GET_ITER), an assert's `AssertionError(message)`, a `with` block's
     `__exit__(None, None, None)`. (A call of a call's result, `f()()`, looks like a chain
     of decorators: it is not routed.)"""
+    if NULL_ABOVE_CALLABLE:
+        return False  # (3.13: the callable is always in one place)
     ins = instrs[index]
     end = index  # (3.11: the call's PRECALL comes first)
     if PY311:
@@ -407,6 +460,12 @@ def method_form_call(instrs: list, index: int) -> bool:
 
 def routed(Instr, router, depth: int, location) -> list:
     """Instructions that replace the callable `depth` deep with `router(callable)`."""
+    if NULL_ABOVE_CALLABLE:  # [c] -> [router, c] -> [router, NULL, c] -> [router(c)]
+        wrap = [Instr("LOAD_CONST", router, location=location), Instr("SWAP", 2, location=location),
+                Instr("PUSH_NULL", location=location), Instr("SWAP", 2, location=location),
+                Instr("CALL", 1, location=location)]
+        return wrap if depth == 1 else [Instr("SWAP", depth, location=location), *wrap,
+                                        Instr("SWAP", depth, location=location)]
     wrap = [Instr("PUSH_NULL", location=location), Instr("SWAP", 2, location=location),
             Instr("LOAD_CONST", router, location=location), Instr("SWAP", 2, location=location),
             *([Instr("PRECALL", 1, location=location)] if PY311 else []), Instr("CALL", 1, location=location)]
@@ -418,12 +477,13 @@ def routed(Instr, router, depth: int, location) -> list:
 BINARY_OPS = dict(enumerate(symbol for _, symbol in dis._nb_ops))  # arg -> '+', '+=', ...
 
 # -- the raw splice (fastsplice.py) writes 3.11's encodings: inline caches, exception table ---
-FAST_SPLICE = PY311 or PY312
+FAST_SPLICE = SUPPORTED
 # the forward conditional jumps it writes, and how a call and an attribute load are encoded
 RAW_JUMPS = ({"true": "POP_JUMP_FORWARD_IF_TRUE", "false": "POP_JUMP_FORWARD_IF_FALSE",
               "not_none": "POP_JUMP_FORWARD_IF_NOT_NONE"} if PY311 else
              {"true": "POP_JUMP_IF_TRUE", "false": "POP_JUMP_IF_FALSE", "not_none": "POP_JUMP_IF_NOT_NONE"})
 RAW_PRECALL = PY311  # a call is PRECALL n; CALL n (3.11) or CALL n
+RAW_LOAD_CLOSURE = "LOAD_FAST" if LOAD_FAST_LOADS_CELLS else "LOAD_CLOSURE"
 
 
 def raw_load_attr_arg(name_index: int) -> int:
@@ -432,8 +492,9 @@ def raw_load_attr_arg(name_index: int) -> int:
 
 
 def cache_entries(opcode: int) -> int:
-    """Inline CACHE units after an instruction (3.11+)."""
-    return dis._inline_cache_entries[opcode]
+    """Inline CACHE units after an instruction (3.11+; 3.13 keys them by name)."""
+    table = dis._inline_cache_entries
+    return table.get(dis.opname[opcode], 0) if isinstance(table, dict) else table[opcode]
 
 
 def exception_entries(code) -> list:

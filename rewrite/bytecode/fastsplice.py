@@ -12,9 +12,9 @@ line; the slot, MISS, NEXT, `_next` and three attribute names are appended to
 
 The result runs exactly the instructions `splice_prologue` produces (tests compare them),
 plus, first, a bypass `if slot.off: <original>` the import hook uses for functions it has
-decided not to compile. CPython 3.11's and 3.12's encodings are written here (the jumps, a
-call and an attribute load: `compat.RAW_*`); `compat.FAST_SPLICE` says whether it applies,
-and callers fall back to `splice_prologue` otherwise.
+decided not to compile. CPython 3.11's to 3.13's encodings are written here (the jumps, a
+call, where its NULL goes, an attribute load, a cell: `compat`); `compat.FAST_SPLICE` says
+whether it applies, and callers fall back to `splice_prologue` otherwise.
 """
 from __future__ import annotations
 
@@ -97,12 +97,16 @@ def fast_splice(code: types.CodeType, slot, miss, argument_names: tuple) -> type
 
     args = b"".join(_ins(op["LOAD_DEREF"] if name in cells else op["LOAD_FAST"], fast[name])
                     for name in argument_names)
-    args += b"".join(_ins(op["LOAD_CLOSURE"], fast[name]) for name in code.co_freevars)
+    args += b"".join(_ins(op[compat.RAW_LOAD_CLOSURE], fast[name]) for name in code.co_freevars)
     n = len(argument_names) + len(code.co_freevars)
     dead = _ins(op["POP_TOP"]) + _ins(op["LOAD_CONST"], k_next_fn)  # a dead slot.ref: _next
-    entry = (_ins(op["PUSH_NULL"]) + _ins(op["LOAD_CONST"], k_slot) + load_attr("ref") + call(0)
+    def with_null(callable_: bytes) -> bytes:  # (3.13: the NULL above the callable)
+        null = _ins(op["PUSH_NULL"])
+        return callable_ + null if compat.NULL_ABOVE_CALLABLE else null + callable_
+
+    entry = (with_null(_ins(op["LOAD_CONST"], k_slot) + load_attr("ref")) + call(0)
              + _ins(op["COPY"], 1) + _ins(jump_if["not_none"], len(dead) // 2) + dead)
-    calls = {which: _ins(op["PUSH_NULL"]) + callable_ + args + call(n)
+    calls = {which: with_null(callable_) + args + call(n)
              for which, callable_ in (("entry", entry), ("call", _ins(op["LOAD_CONST"], k_slot) + load_attr("call")))}
     # forward jumps count code units from the end of the jump instruction
     check = (_ins(op["COPY"], 1) + _ins(op["LOAD_CONST"], k_miss) + _ins(op["IS_OP"], 0)

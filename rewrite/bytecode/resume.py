@@ -133,14 +133,14 @@ def at_user_line(code: types.CodeType, offset: int, what: str, n_in: int = 0, n_
                                     Instr("LOAD_FAST", "___kwargs", location=first))
     elif what == "truth":
         names = ["___value"]
-        body = [Instr("LOAD_FAST", "___value", location=first), Instr("UNARY_NOT", location=loc),
-                Instr("UNARY_NOT", location=loc)]
+        body = [Instr("LOAD_FAST", "___value", location=first), *compat.truth(Instr, loc)]
     else:
         names = [f"___a{i}" for i in range(n_in)]
         original = _instr_at(code, offset)
         step = Instr(original.name, original.arg, location=loc) if original.require_arg() else \
             Instr(original.name, location=loc)
-        body = [*(Instr("LOAD_FAST", n, location=first) for n in names), step]
+        before = [Instr(compat.STEP_BEFORE[original.name], location=loc)] if original.name in compat.STEP_BEFORE else []
+        body = [*(Instr("LOAD_FAST", n, location=first) for n in names), *before, step]
         if n_out == 0:
             body.append(Instr("LOAD_CONST", None, location=first))
         elif n_out > 1:

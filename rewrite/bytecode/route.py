@@ -28,7 +28,7 @@ def route_calls(instrs: list, router, plain=None) -> list:
         depth = compat.callable_depth(ins) if isinstance(ins, Instr) else None
         if depth is None:
             continue
-        form = _plain_form(instrs, i, depth)
+        form = True if compat.NULL_ABOVE_CALLABLE else _plain_form(instrs, i, depth)
         if form is False or form is None and compat.method_form_call(instrs, i):
             continue
         at, where, _ = producer(instrs, i, depth)
@@ -83,7 +83,7 @@ def producer(instrs: list, index: int, depth: int):
             return None, None, None
         pops, pushes = io
         if h <= pushes:  # this instruction pushed it
-            if ins.name == "LOAD_GLOBAL" and h == 1:  # (not the NULL it may push first)
+            if ins.name == "LOAD_GLOBAL" and compat.pushes_value_at(ins, h):  # (not the NULL it may push)
                 return i, ("global", ins.arg[1] if isinstance(ins.arg, tuple) else ins.arg), h
             if ins.name == "LOAD_FAST":
                 return i, ("local", ins.arg), h

@@ -20,6 +20,9 @@ The rewritten code is::
     POP_TOP
     <the original bytecode: with a router (@jit), each call's callable passed through it>
 
+(As 3.11 and 3.12 spell it; 3.13 pushes each NULL after its callable, has no PRECALL and
+loads a cell with LOAD_FAST: `compat` writes each version's form.)
+
 `slot.ref()` is one function with the guards inlined: the newest cache entry, or the
 dispatch over all of them. It returns the result, MISS (run the original bytecode) or NEXT
 (no entry's guards hold: `slot.call`, the miss path, compiles). A hit is one attribute load

@@ -40,11 +40,35 @@ def build_string(frame, inst):
     frame.push(ConstVar("".join(ops.python_value(p, "an f-string part") for p in parts)))
 
 
+_CONVERSIONS = {0: None, 1: str, 2: repr, 3: ascii}  # f"{x!s}", f"{x!r}", f"{x!a}"
+
+
 @handler("FORMAT_VALUE")
 def format_value(frame, inst):
     spec = frame.pop().value if inst.arg & 0x04 else ""
+    _format(frame, frame.pop(), _CONVERSIONS[inst.arg & 0x03], spec)
+
+
+@handler("CONVERT_VALUE")
+def convert_value(frame, inst):
+    """3.13 spells FORMAT_VALUE as CONVERT_VALUE (the `!r`), then FORMAT_SIMPLE or FORMAT_WITH_SPEC."""
     value = ops.python_value(frame.pop(), "a value formatted in an f-string")
-    conv = {0: None, 1: str, 2: repr, 3: ascii}[inst.arg & 0x03]
+    frame.push(ConstVar(ops.fold(_CONVERSIONS[inst.arg], value)))
+
+
+@handler("FORMAT_SIMPLE")
+def format_simple(frame, inst):
+    _format(frame, frame.pop(), None, "")
+
+
+@handler("FORMAT_WITH_SPEC")
+def format_with_spec(frame, inst):
+    spec = frame.pop().value
+    _format(frame, frame.pop(), None, spec)
+
+
+def _format(frame, v, conv, spec: str):
+    value = ops.python_value(v, "a value formatted in an f-string")
     if conv is not None:
         value = ops.fold(conv, value)
     frame.push(ConstVar(ops.fold(format, value, spec)))

@@ -14,14 +14,26 @@ def kw_names(frame, inst):
 
 @handler("CALL")
 def call(frame, inst):
-    args = frame.popn(inst.arg)
+    names, frame.kw_names = frame.kw_names, ()  # (3.11, 3.12: set by KW_NAMES)
+    _call(frame, inst.arg, names)
+
+
+@handler("CALL_KW")
+def call_kw(frame, inst):
+    """3.13: the keyword names are on the stack, above the arguments."""
+    _call(frame, inst.arg, ops.python_value(frame.pop(), "keyword names"))
+
+
+def _call(frame, argc: int, names: tuple):
+    args = frame.popn(argc)
     second = frame.pop()
     first = frame.pop()
-    if first is NULL:
+    if first is NULL:  # [NULL, callable] (until 3.12)
         fn = second
+    elif second is NULL:  # [callable, NULL] (3.13)
+        fn = first
     else:  # (method, self) pair
         fn, args = first, [second, *args]
-    names, frame.kw_names = frame.kw_names, ()
     npos = len(args) - len(names)
     kwargs = dict(zip(names, args[npos:]))
     frame.push(ops.call(frame, fn, args[:npos], kwargs))
@@ -32,7 +44,9 @@ def call_function_ex(frame, inst):
     kwargs = frame.pop() if inst.arg & 1 else DictVar({})
     args = frame.pop()
     fn = frame.pop()
-    if frame.stack and frame.stack[-1] is NULL:
+    if fn is NULL:  # [callable, NULL, args] (3.13)
+        fn = frame.pop()
+    elif frame.stack and frame.stack[-1] is NULL:  # [NULL, callable, args]
         frame.pop()
     if not isinstance(kwargs, DictVar):
         raise Unsupported(f"**kwargs from {ops.describe(kwargs)}")
@@ -44,12 +58,26 @@ def load_build_class(frame, inst):
     frame.push(ObjectVar(builtins.__build_class__))
 
 
+@handler("SET_FUNCTION_ATTRIBUTE")
+def set_function_attribute(frame, inst):
+    """3.13: MAKE_FUNCTION takes the code alone; its defaults, closure ... are set after."""
+    fn, value = frame.pop(), frame.pop()
+    if inst.arg == 0x08:
+        fn.closure = tuple(value.items)
+    elif inst.arg == 0x02:
+        fn.kwdefaults = value.items
+    elif inst.arg == 0x01:
+        fn.defaults = tuple(value.items)
+    frame.push(fn)  # (0x04, annotations: not kept, as MAKE_FUNCTION's)
+
+
 @handler("MAKE_FUNCTION")
 def make_function(frame, inst):
     code = frame.pop().value
-    closure = frame.pop().items if inst.arg & 0x08 else ()
-    if inst.arg & 0x04:
+    flags = inst.arg or 0  # (3.13: none; SET_FUNCTION_ATTRIBUTE sets each after)
+    closure = frame.pop().items if flags & 0x08 else ()
+    if flags & 0x04:
         frame.pop()  # annotations
-    kwdefaults = frame.pop().items if inst.arg & 0x02 else {}
-    defaults = tuple(frame.pop().items) if inst.arg & 0x01 else ()
+    kwdefaults = frame.pop().items if flags & 0x02 else {}
+    defaults = tuple(frame.pop().items) if flags & 0x01 else ()
     frame.push(FunctionVar(code, frame.globals, frame.global_source, defaults, kwdefaults, tuple(closure)))

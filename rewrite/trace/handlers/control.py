@@ -1,6 +1,6 @@
 """Jumps, loops, return, raise and exception handlers."""
 from ... import ops
-from ...bytecode.compat import SEND_KEEPS_ITERATOR, for_iter_exit
+from ...bytecode.compat import END_FOR_POPS, SEND_KEEPS_ITERATOR, for_iter_exit
 from ...errors import Raised, Unsupported
 from ...ops import contexts
 from ...values.vars import BoundVar, ConstVar, ContextExitVar, ExceptionVar, ObjectVar
@@ -66,8 +66,7 @@ def for_iter(frame, inst):
 
 @handler("END_FOR")
 def end_for(frame, inst):
-    frame.pop()
-    frame.pop()
+    frame.popn(END_FOR_POPS)
 
 
 @handler("GET_YIELD_FROM_ITER")

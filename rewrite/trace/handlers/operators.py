@@ -33,6 +33,13 @@ def unary_not(frame, inst):
     frame.push(ConstVar(not ops.truthy(frame, frame.pop())))
 
 
+@handler("TO_BOOL")
+def to_bool(frame, inst):
+    """3.13: the value a branch or `not` takes is made a bool first. The tracer leaves it as it
+    is: the branch decides on it, or breaks on it, as before 3.13 (a break's code makes it a
+    bool: compat.truth)."""
+
+
 @handler("COMPARE_OP")
 def compare_op(frame, inst):
     b = frame.pop()

@@ -3,7 +3,8 @@ import importlib.util
 import sys
 
 from ... import ops
-from ...bytecode.compat import load_attr_pushes_null, load_global_pushes_null, super_attr
+from ...bytecode.compat import (LOAD_FAST_LOADS_CELLS, NULL_ABOVE_CALLABLE, load_attr_pushes_null,
+                                load_global_pushes_null, super_attr)
 from ...errors import Unsupported
 from ...guards.source import CellContentsSource
 from ...values.side_effects import DELETED, location
@@ -18,7 +19,22 @@ def load_const(frame, inst):
 
 @handler("LOAD_FAST", "LOAD_FAST_CHECK")
 def load_fast(frame, inst):
-    frame.push(frame.load_local(inst.argval))
+    _load_fast(frame, inst.argval)
+
+
+@handler("LOAD_FAST_LOAD_FAST")
+def load_fast_load_fast(frame, inst):
+    """3.13: two locals pushed, in the order named."""
+    for name in inst.argval:
+        _load_fast(frame, name)
+
+
+def _load_fast(frame, name: str):
+    if LOAD_FAST_LOADS_CELLS and name not in frame.locals and name in frame.cells:
+        _push_cell(frame, name)  # (3.13's LOAD_CLOSURE; an inlined comprehension's variable of
+        # the same name is a local while the comprehension runs)
+    else:
+        frame.push(frame.load_local(name))
 
 
 @handler("LOAD_FAST_AND_CLEAR")
@@ -29,11 +45,29 @@ def load_fast_and_clear(frame, inst):
 
 @handler("STORE_FAST")
 def store_fast(frame, inst):
+    _store_fast(frame, inst.argval)
+
+
+@handler("STORE_FAST_STORE_FAST")
+def store_fast_store_fast(frame, inst):
+    """3.13: the top into the first name, the next into the second."""
+    for name in inst.argval:
+        _store_fast(frame, name)
+
+
+@handler("STORE_FAST_LOAD_FAST")
+def store_fast_load_fast(frame, inst):
+    store, load = inst.argval
+    _store_fast(frame, store)
+    _load_fast(frame, load)
+
+
+def _store_fast(frame, name: str):
     v = frame.pop()
     if v is NULL:  # (the comprehension's saved local was unbound: it is again)
-        frame.locals.pop(inst.argval, None)
+        frame.locals.pop(name, None)
     else:
-        frame.locals[inst.argval] = v
+        frame.locals[name] = v
 
 
 @handler("DELETE_FAST")
@@ -41,11 +75,18 @@ def delete_fast(frame, inst):
     frame.locals.pop(inst.argval, None)
 
 
+def _push(frame, value, null: bool):
+    """`value`, with a NULL where this Python's calls want it (below it until 3.12, above it from 3.13)."""
+    if null and not NULL_ABOVE_CALLABLE:
+        frame.push(NULL)
+    frame.push(value)
+    if null and NULL_ABOVE_CALLABLE:
+        frame.push(NULL)
+
+
 @handler("LOAD_GLOBAL")
 def load_global(frame, inst):
-    if load_global_pushes_null(inst):
-        frame.push(NULL)
-    frame.push(frame.load_global(inst.argval))
+    _push(frame, frame.load_global(inst.argval), load_global_pushes_null(inst))
 
 
 @handler("STORE_GLOBAL")
@@ -64,9 +105,13 @@ def make_cell(frame, inst):
 
 @handler("LOAD_CLOSURE")
 def load_closure(frame, inst):
+    _push_cell(frame, inst.argval)
+
+
+def _push_cell(frame, name: str):
     if frame is frame.tracer.root:  # a closure over the root frame's cells: no graph break may
         frame.tracer.root_cells_shared = True  # give a resume function new cells after this
-    frame.push(frame.cells[inst.argval])
+    frame.push(frame.cells[name])
 
 
 @handler("LOAD_DEREF")
@@ -91,10 +136,8 @@ def store_deref(frame, inst):
 
 @handler("LOAD_ATTR")
 def load_attr(frame, inst):
-    obj = frame.pop()
-    if load_attr_pushes_null(inst):  # (3.12's LOAD_METHOD)
-        frame.push(NULL)
-    frame.push(ops.getattr_(frame, obj, inst.argval))
+    obj = frame.pop()  # (3.12's method bit: LOAD_METHOD's NULL, the attribute bound)
+    _push(frame, ops.getattr_(frame, obj, inst.argval), load_attr_pushes_null(inst))
 
 
 @handler("LOAD_SUPER_ATTR")
@@ -103,9 +146,7 @@ def load_super_attr(frame, inst):
     self_, cls, sup = frame.pop(), frame.pop(), frame.pop()
     method, _two_args = super_attr(inst)
     bound = ops.call(frame, sup, [cls, self_], {})
-    if method:
-        frame.push(NULL)
-    frame.push(ops.getattr_(frame, bound, inst.argval))
+    _push(frame, ops.getattr_(frame, bound, inst.argval), method)
 
 
 @handler("LOAD_METHOD")
