@@ -1,10 +1,12 @@
 """Breadth suite, language: comprehensions, builtins over Python values, strings, closures, unpacking."""
 import collections
+import collections.abc
 import functools
 import itertools
 import math
 import operator
 
+import pytest
 import torch
 
 import rewrite
@@ -900,3 +902,185 @@ def test_lambda_over_local_tensor_across_a_break():
         print(end="")
         return z + (lambda t: t * y)(x)
     check(f, x1, fullgraph=False)
+
+
+# the class of an iterator the tracer makes is the one Python makes (a generator is no list
+# iterator); where it is not known, asking for it breaks the graph, never guesses
+
+def _gen(x):
+    yield x
+    yield x + 1
+
+
+ITERATOR_TYPES = {
+    "generator": lambda x: _gen(x),
+    "genexp": lambda x: (v for v in [x]),
+    "map": lambda x: map(abs, [x]),
+    "filter": lambda x: filter(None, [1, 0]),
+    "zip": lambda x: zip([x], [1]),
+    "enumerate": lambda x: enumerate([x]),
+    "list": lambda x: iter([x]),
+    "tuple": lambda x: iter((x, 1)),
+    "range": lambda x: iter(range(3)),
+    "str": lambda x: iter("ab"),
+    "dict": lambda x: iter({"a": x}),
+    "dict items": lambda x: iter({"a": x}.items()),
+    "ordered dict": lambda x: iter(collections.OrderedDict(a=x)),
+    "reversed list": lambda x: reversed([x, 1]),
+    "reversed tuple": lambda x: reversed((x, 1)),
+    "reversed range": lambda x: reversed(range(3)),
+    "chain": lambda x: itertools.chain([x], [1]),
+    "product": lambda x: itertools.product([1, 2], [3]),
+    "islice": lambda x: itertools.islice([x, 1], 1),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ITERATOR_TYPES))
+def test_iterators_have_pythons_classes(kind):
+    import inspect
+    import types
+    make = ITERATOR_TYPES[kind]
+
+    def f(x):
+        it = make(x)
+        return (x * isinstance(it, types.GeneratorType), type(it).__name__, inspect.isgenerator(it),
+                isinstance(it, collections.abc.Iterator), hasattr(it, "send"))
+    check(f, x1)
+
+
+# generators' send / throw / close, as CPython runs them (close() returns the generator's return
+# value from 3.13 on: the same code gives each Python's own result)
+
+def _counter(x):
+    total = 0
+    try:
+        while True:
+            sent = yield x * total
+            total += 1 if sent is None else sent
+    except GeneratorExit:
+        return total
+
+
+def _cleanup(x, log):
+    try:
+        yield x
+        yield x + 1
+    finally:
+        log.append("closed")
+
+
+def _stubborn(x):
+    for _ in range(2):  # (ignores one GeneratorExit: the garbage collector's close then ends it)
+        try:
+            yield x
+        except GeneratorExit:
+            pass
+
+
+def _catches(x):
+    try:
+        yield x
+    except ValueError as e:
+        yield x * len(e.args)
+    yield x + 2
+
+
+def _delegates(x):
+    yield from _cleanup(x, [])
+
+
+def _gen_send(x):
+    g = _counter(x)
+    return next(g), g.send(2), g.send(None), g.close()
+
+
+def _gen_close_early(x):
+    log = []
+    g = _cleanup(x, log)
+    first = next(g)
+    return first, g.close(), list(log), g.close()
+
+
+def _gen_close_unstarted(x):
+    log = []
+    g = _cleanup(x, log)
+    return g.close(), list(log), next(g, None)
+
+
+def _gen_close_exhausted(x):
+    g = _counter(x)
+    next(g)
+    g.close()
+    return g.close(), next(g, x)
+
+
+def _gen_ignores_exit(x):
+    g = _stubborn(x)
+    next(g)
+    try:
+        g.close()
+    except RuntimeError as e:
+        return x, str(e)
+    return x, None
+
+
+def _gen_throw_caught(x):
+    g = _catches(x)
+    next(g)
+    return g.throw(ValueError("a", "b")), next(g), next(g, None)
+
+
+def _gen_throw_uncaught(x):
+    g = _catches(x)
+    next(g)
+    next(g)
+    try:
+        g.throw(KeyError)
+    except KeyError:
+        return x, next(g, None)
+
+
+def _gen_throw_stop_iteration(x):
+    g = _cleanup(x, [])
+    next(g)
+    try:
+        g.throw(StopIteration)
+    except RuntimeError as e:
+        return x, str(e)
+
+
+def _gen_send_to_new(x):
+    g = _counter(x)
+    try:
+        g.send(1)
+    except TypeError as e:
+        return x, str(e)
+
+
+def _gen_returns_to_send(x):
+    def two(x):
+        yield x
+        return 7
+    g = two(x)
+    next(g)
+    try:
+        g.send(None)
+    except StopIteration as e:
+        return x, e.value
+
+
+@pytest.mark.parametrize("fn", [_gen_send, _gen_close_early, _gen_close_unstarted, _gen_close_exhausted,
+                                _gen_ignores_exit, _gen_throw_caught, _gen_throw_uncaught, _gen_throw_stop_iteration,
+                                _gen_send_to_new, _gen_returns_to_send], ids=lambda fn: fn.__name__[5:])
+def test_generator_send_throw_close(fn):
+    check(fn, x1)
+
+
+def test_generator_closed_inside_yield_from_breaks_not_guesses():
+    def f(x):
+        g = _delegates(x)
+        first = next(g)
+        return first, g.close()
+    check(f, x1, fullgraph=False)
+    why = [e.reason or e.graph_break or "" for e in rewrite.dispatcher_of(f).entries]
+    assert any("yield from" in w for w in why), why

@@ -339,3 +339,82 @@ def test_attribute_deleted_then_set_again_moves_to_the_end_as_in_eager():
         a.w, a.n, a.last = 1, 2, 3
         fn(torch.ones(1), a)
         assert list(vars(a)) == ["w", "last", "n"] and a.n == 5
+
+
+# -- `==` and `!=` as Python's slots give them: object's __ne__ inverts the class's __eq__; a
+# builtin base's comparison (tuple.__eq__, set.__ne__) is that base's, never identity ----------
+
+@dataclasses.dataclass
+class Pair:
+    t: torch.Tensor
+    k: int = 0
+
+
+class EqOnly:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, other):
+        return (self.v,) == (other.v,)
+
+
+class TupleSub(tuple):
+    pass
+
+
+class SetSub(set):
+    pass
+
+
+class StrSub(str):
+    pass
+
+
+class ListSub(list):
+    pass
+
+
+def _outcome(fn, *args):
+    try:
+        return "ok", fn(*args)
+    except Exception as e:  # eager's exception type
+        return "raised", type(e)
+
+
+@pytest.mark.parametrize("expr", [
+    "x * (Pair(x + 1, 2) != Pair(x, 2))",   # object.__ne__ -> the dataclass's __eq__ -> a tensor's truth
+    "x * (Pair(x, 2) != Pair(x, 2))",
+    "x * (EqOnly(3) != EqOnly(3))",
+    "x * (EqOnly(3) != EqOnly(4))",
+    "x * (EqOnly(x) != EqOnly(x + 1))",
+    "x * (TupleSub((1, 2)) != TupleSub((1, 2)))",
+    "x * (ListSub([1]) == ListSub([1]))",
+    "x * (StrSub('a') != StrSub('a'))",
+])
+def test_not_equal_goes_through_eq_and_builtin_bases(expr):
+    ns = {}
+    exec(f"def f(x):\n    return {expr}\n", {**globals(), "__name__": __name__}, ns)
+    f = ns["f"]
+    x = torch.ones(3)
+    expected = _outcome(f, x)
+    compiled = jit(f)
+    for _ in range(2):
+        actual = _outcome(compiled, x)
+        assert actual[0] == expected[0]
+        if expected[0] == "ok":
+            assert_same(actual[1], expected[1])
+        else:
+            assert actual[1] is expected[1]
+
+
+@pytest.mark.parametrize("make", [lambda: (TupleSub((1, 2)), TupleSub((1, 2))), lambda: (SetSub({1}), SetSub({1})),
+                                  lambda: (StrSub("ab"), StrSub("ab")), lambda: (ListSub([1]), ListSub([2]))])
+def test_builtin_subclass_objects_that_came_in_compare_as_their_base(make):
+    def f(x, a, b):
+        return x + 1, a == b, a != b, a == a
+
+    a, b = make()
+    x = torch.ones(2)
+    compiled = jit(f)
+    for _ in range(2):
+        assert_same(compiled(x, a, b), f(x, a, b))

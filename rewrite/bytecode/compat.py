@@ -145,6 +145,9 @@ _FOR_ITER_SKIPS = 0 if PY311 else 2 if PY312 else 4
 END_FOR_POPS = 2 if PY312 else 1  # (3.12: the iterator and its last item; 3.13: one, then POP_TOP)
 
 
+# a generator's close() returns what the generator returned on GeneratorExit (3.13; None before)
+CLOSE_RETURNS_VALUE = sys.version_info >= (3, 13)
+
 # an exhausted SEND (`yield from`) leaves the sub-iterator below the result for END_SEND (3.12)
 SEND_KEEPS_ITERATOR = not PY311
 # set.issubset of a non-set: a set made of all of it (3.11), an intersection that stops taking

@@ -20,7 +20,7 @@ import torch
 from ..errors import Unsupported
 from ..guards.source import AttrSource, TypeSource, WeakrefSource
 from ..values.vars import (AttrDictVar, BoundVar, ConstVar, ContextExitVar, DictVar, ExceptionVar, FunctionVar,
-                           InstanceVar, ListVar, MethodVar, ObjectVar, PartialVar, RecordedContextVar, ScalarVar,
+                           InstanceVar, IteratorVar, ListVar, MethodVar, ObjectVar, PartialVar, RecordedContextVar, ScalarVar,
                            SetVar, SuperVar, SymIntVar, TensorVar, TupleVar, Var, end_watch, start_watch)
 from .builtins import PURE, call_builtin
 # (containers, functions, library: their BUILTINS rules register when imported)
@@ -86,7 +86,27 @@ def getattr_(frame, obj: Var, name: str) -> Var:
             return method
     if isinstance(obj, (TupleVar, ListVar, DictVar, SetVar, AttrDictVar)):
         return MethodVar(obj, name)
+    if isinstance(obj, IteratorVar) and obj.generator is not None and name in GENERATOR_METHODS:
+        return MethodVar(obj, name)
     raise Unsupported(f"attribute {name!r} of {describe(obj)}")
+
+
+GENERATOR_METHODS = ("send", "throw", "close")
+
+
+def _generator_method(gen, name: str, args, kwargs) -> Var:
+    """`g.send(v)`, `g.throw(exc)`, `g.close()` on a generator the trace runs."""
+    if not kwargs and name == "send" and len(args) == 1:
+        return gen.send(args[0])
+    if not kwargs and name == "close" and not args:
+        return gen.close()
+    if not kwargs and name == "throw" and len(args) == 1:
+        exc = args[0]
+        if isinstance(exc, ObjectVar) and isinstance(exc.value, type) and issubclass(exc.value, BaseException):
+            exc = ExceptionVar(exc.value, [])
+        if isinstance(exc, ExceptionVar):
+            return gen.throw(exc)
+    raise Unsupported(f"generator.{name}() with these arguments")
 
 
 def _named_tuple_attr(frame, t: TupleVar, name: str):
@@ -327,6 +347,8 @@ def _call_method(frame, m: MethodVar, args, kwargs) -> Var:
         return method(frame, self, m.name, args, kwargs)
     if isinstance(self, AttrDictVar):
         return attrdict.method(frame, self, m.name, args, kwargs)
+    if isinstance(self, IteratorVar) and self.generator is not None:
+        return _generator_method(self.generator, m.name, args, kwargs)
     if isinstance(self, ObjectVar):
         if context_vars.is_context_var(self.value):
             return context_vars.method(frame, self, m.name, args, kwargs)

@@ -21,8 +21,8 @@ from ..values.vars import (ConstVar, DictVar, DictViewVar, FunctionVar, Instance
                            ObjectVar, SetVar, SymIntVar, TensorVar, TupleVar, Var)
 from .bases import protocol
 from .copying import deepcopy, shallow
-from .core import (BUILTINS, CALLS, DATA_DEPENDENT_HINT, const, describe, fold, foldable, iterate, python_type,
-                   python_value, rule, sort_items, sort_keys, truthy, unpack)
+from .core import (BUILTINS, CALLS, DATA_DEPENDENT_HINT, LIST_ITERATOR, const, describe, fold, foldable, iterate,
+                   python_type, python_value, rule, sort_items, sort_keys, truthy, unpack)
 from .fills import fill
 from .instances import _MISSING as missing, call_dunder, class_attr, class_source, is_user_object, type_of
 from .modules import container_modules
@@ -229,7 +229,7 @@ def _enumerate(frame, args, kwargs):
             return None
         count[0] += 1
         return TupleVar([ConstVar(count[0] - 1), item])
-    return IteratorVar(step=step)
+    return IteratorVar(step=step, py_type=enumerate)
 
 
 @rule(zip)
@@ -257,7 +257,7 @@ def _zip(frame, args, kwargs):
                 return None
             items.append(item)
         return TupleVar(items) if items else None
-    return IteratorVar(step=step)
+    return IteratorVar(step=step, py_type=zip)
 
 
 @rule(list_iterator_at)
@@ -265,14 +265,17 @@ def _list_iterator_at(frame, args, kwargs):
     lst, pos = args
     if not isinstance(lst, ListVar) or not isinstance(pos, ConstVar):
         raise Unsupported("list_iterator_at over something that is not a list")
-    it = IteratorVar(lst.items, live=True, over=lst)
+    it = IteratorVar(lst.items, live=True, over=lst, py_type=LIST_ITERATOR)
     it.pos = pos.value
     return it
 
 
 @rule(reversed)
 def _reversed(frame, args, kwargs):
-    return IteratorVar(list(reversed(unpack(frame, args[0]))))
+    kind = {ListVar: type(reversed([])), TupleVar: reversed}.get(type(args[0]))  # (others: not known)
+    if isinstance(args[0], ConstVar) and isinstance(args[0].value, range):
+        kind = type(iter(range(0)))
+    return IteratorVar(list(reversed(unpack(frame, args[0]))), py_type=kind)
 
 
 @rule(iter)
@@ -435,7 +438,7 @@ def _map(frame, args, kwargs):
         if not items or any(i is None for i in items):
             return None
         return CALLS.call(frame, fn, items, {})
-    return IteratorVar(step=step)
+    return IteratorVar(step=step, py_type=map)
 
 
 @rule(filter)
@@ -449,7 +452,7 @@ def _filter(frame, args, kwargs):
             if truthy(frame, test):
                 return item
         return None
-    return IteratorVar(step=step)
+    return IteratorVar(step=step, py_type=filter)
 
 
 def _any_all_impl(which):

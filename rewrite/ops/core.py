@@ -186,7 +186,11 @@ def python_type(v: Var) -> type:
             v.kind, torch.autocast)
     if isinstance(v, (DictVar, ListVar)):
         return v.py_type
-    return {BoundVar: types.MethodType, SuperVar: super, ListVar: list, DictVar: dict, IteratorVar: type(iter([])), MethodVar: types.MethodType}.get(type(v), object)
+    if isinstance(v, IteratorVar):
+        if v.py_type is None:
+            raise Unsupported("the type of an iterator whose class the tracer does not know")
+        return v.py_type
+    return {BoundVar: types.MethodType, SuperVar: super, ListVar: list, DictVar: dict, MethodVar: types.MethodType}.get(type(v), object)
 
 
 def key_of(v: Var):
@@ -366,11 +370,13 @@ def iterate(frame, v: Var) -> IteratorVar:
     if isinstance(v, IteratorVar):
         return v
     if isinstance(v, ListVar):
-        return IteratorVar(v.items, live=True, over=v)
+        return IteratorVar(v.items, live=True, over=v, py_type=LIST_ITERATOR)
     if isinstance(v, (DictVar, DictViewVar)):
         d = v if isinstance(v, DictVar) else v.dict_var
-        size, it = len(d.items), IteratorVar(unpack(frame, v))
         ordered = issubclass(d.py_type, collections.OrderedDict)
+        empty = collections.OrderedDict() if ordered else {}  # (the builtin: no subclass code runs)
+        kind = type(iter(empty if isinstance(v, DictVar) else getattr(empty, v.kind)()))
+        size, it = len(d.items), IteratorVar(unpack(frame, v), py_type=kind)
 
         def unchanged():  # a dict checks its size at every step; an OrderedDict not once it gave its last key
             if len(d.items) != size and not (ordered and it.pos >= len(it.items)):
@@ -381,7 +387,21 @@ def iterate(frame, v: Var) -> IteratorVar:
     it = _user_iter(frame, v)
     if it is not None:
         return it
-    return IteratorVar(unpack(frame, v))
+    return IteratorVar(unpack(frame, v), py_type=_iterator_type(v))
+
+
+LIST_ITERATOR = type(iter([]))
+
+
+def _iterator_type(v: Var) -> type | None:
+    """The class of `iter(v)` where it is known without running anything (None: not known)."""
+    if isinstance(v, ConstVar):
+        return type(iter(v.value))  # (a str, range, bytes, tuple or frozenset)
+    if isinstance(v, TupleVar):
+        return type(iter(()))
+    if isinstance(v, SetVar):
+        return type(iter(set()))
+    return None
 
 
 def sort_keys(frame, items: list[Var], key: Var | None, what: str) -> list:

@@ -21,7 +21,7 @@ from ..values.side_effects import DELETED
 from ..values.vars import (BoundVar, ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, ScalarVar, SuperVar,
                            SymIntVar, TensorVar, TupleVar, Var, mutations, note_mutation)
 from . import bases
-from .core import _MISSING, CALLS, OBJECTS, USER, class_attr, const, describe, is_same, python_type
+from .core import _MISSING, CALLS, OBJECTS, USER, class_attr, const, describe, is_same, python_type, truthy
 
 METACLASSES = (type, abc.ABCMeta)
 # the `__getattribute__` slots of builtin types that are Python's generic lookup (what
@@ -429,6 +429,28 @@ def _not_implemented(v: Var) -> bool:
     return isinstance(v, ObjectVar) and v.value is NotImplemented
 
 
+def _not_in_python(frame, self: Var, method: str, other: Var) -> Var | None:
+    """`self.method(other)` when the class does not define it in Python: object's own
+    (NotImplemented: None; its __ne__ inverts the class's __eq__); one of a builtin base
+    (tuple.__eq__, str.__add__) or any other kind of attribute is not traced."""
+    static = class_attr(type_of(self), method)
+    if static is object.__ne__:
+        return _ne_by_eq(frame, self, other)
+    if static is _MISSING or static is getattr(object, method, _MISSING):
+        return None
+    raise Unsupported(f"operator {method} of {type_of(self).__qualname__} inherited from "
+                      f"{getattr(getattr(static, '__objclass__', None), '__qualname__', type(static).__qualname__)}")
+
+
+def _ne_by_eq(frame, self: Var, other: Var) -> Var | None:
+    """object.__ne__: the class's own __eq__, its result's truth inverted (a tensor's truth is
+    data-dependent, or ambiguous: as eager), NotImplemented passed on."""
+    result = call_dunder(frame, self, "__eq__", other)
+    if result is None or _not_implemented(result):
+        return result
+    return ConstVar(not truthy(frame, result))
+
+
 def binary(frame, fn, a: Var, b: Var) -> Var | None:
     """`a <op> b` when either side is a user object: Python's order of `__op__`, `__rop__`
     (the right operand first when its class is a subclass that overrides it) and, for
@@ -453,6 +475,8 @@ def binary(frame, fn, a: Var, b: Var) -> Var | None:
         if not is_user_object(self):
             continue  # a builtin value: returns NotImplemented for a user object
         result = call_dunder(frame, self, method, other)
+        if result is None:
+            result = _not_in_python(frame, self, method, other)
         if result is not None and not _not_implemented(result):
             return result
     if name in ("__eq__", "__ne__"):  # object's default: identity

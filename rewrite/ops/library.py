@@ -151,7 +151,7 @@ def _chained(frame, next_iterable) -> IteratorVar:
             if item is not None:
                 return item
             state["current"] = None
-    return IteratorVar(step=step)
+    return IteratorVar(step=step, py_type=itertools.chain)
 
 
 @rule(itertools.product)
@@ -160,7 +160,7 @@ def _product(frame, args, kwargs):
     if kwargs:
         raise Unsupported("itertools.product() keyword arguments (the call raises eagerly)")
     pools = [unpack(frame, a) for a in args] * repeat  # Python's product reads every iterable first
-    return IteratorVar([TupleVar(list(combo)) for combo in itertools.product(*pools)])
+    return IteratorVar([TupleVar(list(combo)) for combo in itertools.product(*pools)], py_type=itertools.product)
 
 
 def _pool_of(frame, args, kwargs, name):
@@ -178,7 +178,7 @@ def _index_rule(combine, name):
         if r is None and name != "permutations":
             raise Unsupported(f"itertools.{name}() missing r (the call raises eagerly)")
         picks = fold(combine, range(len(pool)), *([] if r is None else [r]))
-        return IteratorVar([TupleVar([pool[i] for i in pick]) for pick in picks])
+        return IteratorVar([TupleVar([pool[i] for i in pick]) for pick in picks], py_type=combine)
     return construct
 
 
@@ -203,7 +203,7 @@ def _zip_longest(frame, args, kwargs):
                 item = fill
             items.append(item)
         return TupleVar(items) if any(active) else None
-    return IteratorVar(step=step)
+    return IteratorVar(step=step, py_type=itertools.zip_longest)
 
 
 @rule(itertools.islice)
@@ -234,7 +234,7 @@ def _islice(frame, args, kwargs):
         if stop is not None and state["next"] > stop:
             state["next"] = stop
         return item
-    return IteratorVar(step=step)
+    return IteratorVar(step=step, py_type=itertools.islice)
 
 
 def chain_from_iterable(iterable):
@@ -276,7 +276,7 @@ def _accumulate(frame, args, kwargs):
         else:
             state["total"] = CALLS.call(frame, func, [total, item], {})
         return state["total"]
-    return IteratorVar(step=step)
+    return IteratorVar(step=step, py_type=itertools.accumulate)
 
 
 # --- builtins that act on attributes ----------------------------------------------------------------------

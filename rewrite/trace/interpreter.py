@@ -168,36 +168,91 @@ class Tracer:
             cells[name] = cell
         frame = Frame(self, code, locals_, cells, globals_, global_source, caller)
         if code.co_flags & 0x20:  # a generator: its body runs as it is consumed, as in Python
-            return self._generator(frame)
+            return Generator(self, frame).iterator
         self.depth += 1
         try:
             return frame.run()
         finally:
             self.depth -= 1
 
-    def _generator(self, frame: "Frame"):
-        state = {"done": False}
+class Generator:
+    """A generator the trace runs: its frame runs as it is consumed (`next`, `send`) and takes
+    the exceptions thrown in (`throw`, `close`) at the `yield` it stopped at, as CPython's."""
 
-        def step():
-            if state["done"]:
-                return None
-            self.depth += 1
-            try:
-                it.result = frame.run()
-            except Yielded as y:
-                frame.push(ConstVar(None))  # what next() sends in
-                return y.value
-            except Raised as r:
-                state["done"] = True
-                if isinstance(r.exc, ExceptionVar) and issubclass(r.exc.cls, StopIteration):  # PEP 479
-                    raise Raised(ExceptionVar(RuntimeError, [ConstVar("generator raised StopIteration")])) from None
-                raise
-            finally:
-                self.depth -= 1
-            state["done"] = True  # returned: StopIteration
+    def __init__(self, tracer: Tracer, frame: "Frame"):
+        self.tracer, self.frame = tracer, frame
+        self.started = self.done = False
+        self.iterator = IteratorVar(step=self.next, py_type=types.GeneratorType)
+        self.iterator.generator = self
+
+    def next(self) -> Var | None:
+        """The next value; None when the generator returned (its value: iterator.result)."""
+        return self._resume(None, None)
+
+    def send(self, value: Var) -> Var:
+        if not self.started and not (isinstance(value, ConstVar) and value.value is None):
+            raise Raised(ExceptionVar(TypeError, [ConstVar("can't send non-None value to a just-started generator")]))
+        return self._yielded(self._resume(value, None))
+
+    def throw(self, exc: ExceptionVar) -> Var:
+        return self._yielded(self._resume(None, exc))
+
+    def close(self) -> Var:
+        """GeneratorExit thrown in; what the generator returned instead is close()'s result
+        where this Python says so (compat.CLOSE_RETURNS_VALUE), else None."""
+        if self.done or not self.started:
+            self.done = True
+            return ConstVar(None)
+        try:
+            self._resume(None, ExceptionVar(GeneratorExit, []))
+        except Raised as r:
+            if isinstance(r.exc, ExceptionVar) and issubclass(r.exc.cls, GeneratorExit):
+                return ConstVar(None)
+            raise
+        if not self.done:
+            raise Raised(ExceptionVar(RuntimeError, [ConstVar("generator ignored GeneratorExit")]))
+        return self.iterator.result if compat.CLOSE_RETURNS_VALUE else ConstVar(None)
+
+    def _yielded(self, value: Var | None) -> Var:
+        if value is None:  # returned: StopIteration carries the value
+            result = self.iterator.result
+            raise Raised(ExceptionVar(StopIteration, [] if result is None else [result]))
+        return value
+
+    def _resume(self, value: Var | None, exc: ExceptionVar | None) -> Var | None:
+        frame = self.frame
+        if self.done or exc is not None and not self.started:
+            self.done = True
+            if exc is not None:
+                raise Raised(exc)
             return None
-        it = IteratorVar(step=step)
-        return it
+        if self.started:
+            if exc is None:
+                frame.push(ConstVar(None) if value is None else value)  # what the yield evaluates to
+            else:
+                at = frame.instructions[frame.ip - 1]  # the YIELD_VALUE it stopped at
+                after = frame.instructions[frame.ip]
+                if after.opname == "RESUME" and after.arg & 3 != 1:  # (2: `yield from`, 3: `await`; 3.13
+                    # keeps a flag in bit 2)
+                    raise Unsupported("an exception thrown into a generator stopped in `yield from`")
+                if not frame.catch(exc, at):
+                    self.done = True
+                    raise Raised(exc)
+        self.started = True
+        self.tracer.depth += 1
+        try:
+            self.iterator.result = frame.run()
+        except Yielded as y:
+            return y.value
+        except Raised as r:
+            self.done = True
+            if isinstance(r.exc, ExceptionVar) and issubclass(r.exc.cls, StopIteration):  # PEP 479
+                raise Raised(ExceptionVar(RuntimeError, [ConstVar("generator raised StopIteration")])) from None
+            raise
+        finally:
+            self.tracer.depth -= 1
+        self.done = True  # returned
+        return None
 
 
 def _global_source_for(globals_: dict, root_globals: dict, fn_source: Source | None):

@@ -360,10 +360,12 @@ class IteratorVar(Var):
     (generators, enumerate, zip, map, filter), so they interleave with their consumer as
     they do in Python.
     """
-    __slots__ = ("items", "pos", "on_next", "step", "over", "result")
+    __slots__ = ("items", "pos", "on_next", "step", "over", "result", "py_type", "generator")
 
-    def __init__(self, items=(), live: bool = False, on_next=None, step=None, over=None):
+    def __init__(self, items=(), live: bool = False, on_next=None, step=None, over=None, py_type=None):
         super().__init__(None)
+        self.py_type = py_type  # the iterator's class in Python (a generator, map, ...); None: not known
+        self.generator = None  # a traced generator's send / throw / close (trace/interpreter.Generator)
         self.over = over  # the ListVar a live iterator walks
         self.items = items if live else list(items)
         self.pos = 0

@@ -106,7 +106,7 @@ def return_const(frame, inst):
 
 @handler("RETURN_GENERATOR")
 def return_generator(frame, inst):
-    frame.push(ConstVar(None))  # what the generator's first resumption sends in
+    frame.push(ConstVar(None))  # what the generator's first resumption sends in (POP_TOP drops it)
 
 
 @handler("YIELD_VALUE")
