@@ -48,7 +48,8 @@ import weakref
 import torch
 
 from . import logs, ops
-from .bytecode.compat import BACKWARD_JUMPS, BREAK_JUMPS, CALL_BREAKS, break_step, call_layout, call_start, reached
+from .bytecode.compat import (BACKWARD_JUMPS, BREAK_JUMPS, CALL_BREAKS, break_step, call_layout, call_start,
+                              keyword_names, reached)
 from .bytecode.resume import at_user_line, is_resume, resume_code
 from .errors import Unsupported, WholeCallEager
 from .guards.source import param_name
@@ -173,7 +174,7 @@ class Break:
         self.local_names = tuple(checkpoint.locals)  # the bound locals, in binding order
         self.dispatcher = None
         # the stack slots below what the eager step consumes go on to the resume function
-        names = ops.python_value(checkpoint.stack[-1]) if inst.opname == "CALL_KW" else checkpoint.kw_names
+        names = keyword_names(inst, checkpoint.stack, checkpoint.kw_names, ops.python_value)
         self.call = call_layout(inst, checkpoint.stack, names, NULL) if kind.startswith("call") else None
         consumed = self.call["consumed"] if kind == "call" else 0 if kind == "call_in_try" else \
             {"jump": 1, "with": 1}.get(kind) or break_step(inst)[0]

@@ -227,3 +227,30 @@ def test_explicit_graph_break():
         assert_same(f(torch.ones(2)), eager(torch.ones(2)))
     assert cnt.frame_count == 2
     assert "graph_break" in dispatcher_of(f).entries[0].graph_break
+
+
+def test_resume_functions_read_the_right_locals_past_sixteen():
+    """A resume function takes its locals in a new order; Python 3.13 reads two locals with one
+    instruction whose oparg holds 4 bits each (LOAD_FAST_LOAD_FAST): past index 15 they are
+    split in two, never wrapped around (fuzz seed 2904: a returned local read another's value)."""
+    def f(x0, x1, x2, s, out):
+        s1 = set(x0.shape)
+        s2 = set(x0.shape)
+        s3 = s1 | s2
+        s4 = {1, 2}
+        s5 = set(x0.shape)
+        s6 = set(x0.shape)
+        s7 = s5 | s6
+        s8 = set(x0.shape)
+        s9 = {2, 1, x0.dim()}
+        s10 = x0.float().sum().item()  # a break: the rest is a resume function ...
+        s11 = set(x0.shape)
+        s12 = x2.float().sum().item()  # ... with a break of its own
+        return (s1, s10), (s12, s11), (s3, s4, s7, s8, s9)
+
+    eager = eager_copy(f)
+    jit(f)
+    for seed in range(2):
+        args = [torch.randn((), generator=torch.Generator().manual_seed(seed + i)) for i in range(3)]
+        assert_same(f(*args, -1.5, []), eager(*args, -1.5, []))
+    assert len(dispatcher_of(f).entries[0].resumes) == 1

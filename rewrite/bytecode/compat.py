@@ -309,6 +309,12 @@ BACKWARD_JUMPS = ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "POP_JUMP_BACKW
                   "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE")
 
 
+def keyword_names(inst, stack: list, kw_names: tuple, value_of) -> tuple:
+    """The keyword names of the call `inst` about to run: KW_NAMES' (3.11, 3.12: the tracer
+    keeps them as `kw_names`), or the constant on top of the stack (3.13's CALL_KW)."""
+    return value_of(stack[-1]) if inst.opname == "CALL_KW" else kw_names
+
+
 def call_layout(inst, stack: list, kw_names: tuple, null) -> dict:
     """For a call instruction about to run with `stack`: how many slots it consumes and the
     stack indices of the callable, its `self` (a method call), positional arguments and
@@ -516,6 +522,31 @@ def except_varint(value: int, start: bool = False) -> bytes:
     if start:
         out[0] |= 0x80
     return bytes(out)
+
+
+# 3.13's instructions on two locals (4 bits of the oparg each), and the pair each one is
+SUPER_INSTRUCTIONS = {"LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+                      "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
+                      "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST")}
+
+
+def to_code(bc) -> types.CodeType:
+    """`bc.to_code()` (a `bytecode` library Bytecode), with 3.13's two-local instructions split
+    in two where a local's index no longer fits in 4 bits: the library numbers the locals
+    anew (a resume function's parameters come first) and packs the fields unchecked, so
+    `return (a, b)` would read the wrong locals."""
+    code = bc.to_code()
+    index = {name: i for i, name in enumerate(code.co_varnames)}
+    far = [i for i, ins in enumerate(bc) if getattr(ins, "name", None) in SUPER_INSTRUCTIONS
+           and any(index.get(name, 16) > 15 for name in ins.arg)]
+    if not far:
+        return code
+    for i in reversed(far):
+        ins = bc[i]
+        first, second = SUPER_INSTRUCTIONS[ins.name]
+        bc[i:i + 1] = [type(ins)(first, ins.arg[0], location=ins.location),
+                       type(ins)(second, ins.arg[1], location=ins.location)]
+    return bc.to_code()
 
 
 def with_original_depths(new: types.CodeType, code: types.CodeType, what: str | None = None) -> types.CodeType:

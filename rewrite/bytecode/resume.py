@@ -83,7 +83,7 @@ def resume_code(code: types.CodeType, offset: int, slots: tuple[str, ...], local
     bc.flags &= ~(0x04 | 0x08)  # *args and **kwargs are plain parameters now
     bc.name = code.co_name  # tracebacks name the user's function
     bc.qualname = name
-    new = compat.with_original_depths(bc.to_code(), code, "a resume function")
+    new = compat.with_original_depths(compat.to_code(bc), code, "a resume function")
     RESUMES.add(new)
     return new
 
@@ -150,4 +150,4 @@ def at_user_line(code: types.CodeType, offset: int, what: str, n_in: int = 0, n_
     bc.argcount = len(names)
     bc.filename, bc.name, bc.qualname = code.co_filename, code.co_name, code.co_qualname
     bc.first_lineno = code.co_firstlineno
-    return types.FunctionType(bc.to_code(), globals_ if globals_ is not None else {}, code.co_name)
+    return types.FunctionType(compat.to_code(bc), globals_ if globals_ is not None else {}, code.co_name)

@@ -103,7 +103,7 @@ def splice_prologue(code: types.CodeType, slot, miss, router=None, plain=None) -
         Instr("POP_TOP", location=loc),
     ]
     bc[at:at] = prologue
-    new = compat.with_original_depths(bc.to_code(), code)
+    new = compat.with_original_depths(compat.to_code(bc), code)
     _ORIGINALS[new] = code
     return new
 
