@@ -610,6 +610,8 @@ OBJECT_USE = [  # reads, methods, properties and operators of objects (bound to 
     "len(list(zip(Rows({a}), Seq({a}, {b}, {a}))))", "{a} * ({a} in Seq({a}, {b}))", "{a} * ({a} in [{b}, {a}])",
     "[{b}, {a}].index({a})", "({a}, {b}).count({a})", "{a} * (Stats({a}) == Stats({a}))",
     "{a} * (Pair({a}, {k}) == Pair({a}, {k}))", "{a} * ({frz} == {frz})", "{a} * ({stats} is {stats})",
+    "{a} * (Stats({a}) != Stats({a}))", "{a} * (Stats({a}, {k}) != Stats({a} + 1, {k}))", "{a} * ({frz} != {frz})",
+    "{a} * (Pair({a}, {k}) != Pair({b}, {k}))",
 ]
 OBJECT_SET = [  # attribute stores and mutating methods and operators (objects passed in too)
     "{acc}.push({a})", "{acc} += {a}", "{acc}.tag = {a}.shape[0]", "{acc}.w = {acc}.w * 2", "{acc}.n += {k}",

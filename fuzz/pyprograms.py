@@ -403,7 +403,11 @@ class Gen:
             c += [lambda: self.call_func(sc, d)] * 3
         if self.callables(sc, GEN):
             g = lambda: f"{self.call_of(sc, GEN)}({self.small_int(sc)})"
-            c += [lambda: f"sum({g()})", lambda: f"max({g()}, default={e()})", lambda: f"next({g()}, {e()})"]
+            c += [lambda: f"sum({g()})", lambda: f"max({g()}, default={e()})", lambda: f"next({g()}, {e()})",
+                  # close() (None; 3.13: what the generator returned), send, the generator's class
+                  lambda: f"(lambda g: next(g, 0) + (g.close() or 0) + next(g, {e()}))({g()})",
+                  lambda: f"(lambda g: next(g, 0) + g.send(None))({g()})",
+                  lambda: f"(lambda g: len(type(g).__name__) + next(g, {e()}))({g()})"]
         if sc.of(ITER):
             it = lambda: self.pick(sc.of(ITER))
             c += [lambda: f"next({it()}, {e()})", lambda: f"sum({it()})", lambda: f"max({it()}, default={e()})",
