@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import types
 
 import torch
@@ -28,21 +29,29 @@ def mark_static(t: torch.Tensor, index) -> None:
     t._rewrite_static_dims = set(getattr(t, "_rewrite_static_dims", ())) | {d % max(t.dim(), 1) for d in dims}
 
 
-def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None = None):
+def jit(fn=None, *, fullgraph: bool = False, dynamic: bool | None = None, backend=None, mode: str | None = None,
+        options: dict | None = None, disable: bool = False):
     """Compile `fn` just in time; returns `fn` itself, its `__code__` rewritten.
 
-    `@jit`, `jit(fn)` and `@jit(backend=..., fullgraph=..., dynamic=...)` all work.
-    backend: a registered name ("python", "eager", ...) or a callable `(gm, example_inputs) -> callable`;
-    None picks the default for the inputs' device. fullgraph: raise instead of running eagerly
-    what cannot be traced.
+    `@jit`, `jit(fn)` and `@jit(backend=..., fullgraph=..., dynamic=...)` all work, with
+    torch.compile's keywords. backend: a name of rewrite's ("python", "triton", "eager") or of
+    torch's Dynamo registry ("inductor", "aot_eager", "cudagraphs", any registered one), or a
+    callable `(gm, example_inputs) -> callable`; None picks rewrite's default for the inputs'
+    device. fullgraph: raise instead of running eagerly what cannot be traced. mode / options:
+    as torch.compile passes them (Inductor's config patches; with no backend named, the backend
+    is Inductor, torch.compile's default). disable: return `fn` as it is.
     """
+    if fn is None:
+        return functools.partial(jit, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
+                                 options=options, disable=disable)
+    if disable:
+        return fn
     if isinstance(backend, str):
         lookup_backend(backend)  # an unknown name fails here, at decoration, as torch.compile does
-    options = Options(backend, fullgraph, dynamic)
-    if fn is None:
-        return functools.partial(jit, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+    backend = backend_with(backend, mode, options, dynamic)
     if isinstance(fn, torch.nn.Module):
         return _jit_module(fn, backend, fullgraph, dynamic)
+    compile_options = Options(backend, fullgraph, dynamic)
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
     if not isinstance(target, types.FunctionType):
         raise TypeError(f"jit expects a Python function, got {type(fn).__name__}")
@@ -51,8 +60,56 @@ def jit(fn=None, *, backend=None, fullgraph: bool = False, dynamic: bool | None 
         return fn  # (the last: torch._dynamo.disable / torch.compiler.disable's wrapper)
     if code.co_flags & CO_GENERATOR_LIKE:
         return fn  # generators and coroutines run as they are
-    rewrite_code(target, options, callees.share_key(target))
+    rewrite_code(target, compile_options, callees.share_key(target))
     return fn
+
+
+def backend_with(backend, mode: str | None, options: dict | None, dynamic):
+    """The backend with torch.compile's `mode` / `options` applied as torch.compile applies them:
+    Inductor's config patches (its own wrapper, which checks each option now), or keywords
+    passed to a Dynamo backend that takes them; a backend that takes neither is an error here,
+    at decoration."""
+    if mode is not None and options is not None:
+        raise RuntimeError("Either mode or options can be specified, but both can't be specified at the same time.")
+    if (mode is None or mode == "default") and not options:
+        return backend
+    if backend is None or backend == "inductor":
+        return WithOptions(torch._TorchCompileInductorWrapper(mode, options, dynamic), "inductor", mode, options)
+    name, fn = lookup_backend(backend)
+    if name in registry.own_backends() or not _takes(fn, "mode" if mode not in (None, "default") else "options"):
+        raise TypeError(f"backend {name!r} takes no {'mode' if mode else 'options'} (torch.compile's mode and "
+                        f"options are Inductor's, or keywords of a Dynamo backend that takes them)")
+    return WithOptions(torch._TorchCompileWrapper(backend, mode, options, dynamic), backend, mode, options)
+
+
+class WithOptions:
+    """A backend called with torch.compile's mode / options (torch's own wrapper), equal to
+    another for the same backend, mode and options (an Options key: hashable)."""
+
+    def __init__(self, wrapper, backend, mode, options):
+        self.wrapper = wrapper
+        self.__name__ = getattr(backend, "__name__", str(backend))
+        self.key = (backend if isinstance(backend, str) else id(backend), mode, repr(sorted((options or {}).items())))
+
+    def __call__(self, gm, example_inputs):
+        return self.wrapper(gm, example_inputs)
+
+    def __eq__(self, other):
+        return isinstance(other, WithOptions) and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __repr__(self):
+        return f"WithOptions({self.__name__}, mode={self.key[1]!r}, options={self.key[2]})"
+
+
+def _takes(fn, keyword: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == keyword or p.kind is p.VAR_KEYWORD for p in params)
 
 
 def _jit_module(module, backend, fullgraph, dynamic):

@@ -65,18 +65,43 @@ def register_backend(fn: Callable | None = None, *, name: str | None = None):
     return register(fn) if fn is not None else register
 
 
-def list_backends() -> list[str]:
+def own_backends() -> list[str]:
+    """The backends rewrite itself registered (and users through `rewrite.register_backend`)."""
     return sorted(_BACKENDS)
 
 
+def list_backends() -> list[str]:
+    """rewrite's own backends, then every name torch's Dynamo registry knows (its own,
+    `torch._dynamo.register_backend`'s and the `torch_dynamo_backends` entry points)."""
+    return sorted(_BACKENDS) + [name for name in _torch_backends() if name not in _BACKENDS]
+
+
 def lookup_backend(backend) -> tuple[str, Callable]:
-    """(name, callable) for a registered name or a callable backend."""
+    """(name, callable) for a callable backend, a name of rewrite's or, after those, a name
+    torch's Dynamo registry resolves ("inductor", "aot_eager", "cudagraphs", ...)."""
     if callable(backend):
         return getattr(backend, "__name__", repr(backend)), backend
-    try:
+    if backend in _BACKENDS:
         return backend, _BACKENDS[backend]
-    except KeyError:
-        raise ValueError(f"unknown backend {backend!r}; registered: {', '.join(list_backends())}") from None
+    found = _torch_backend(backend)
+    if found is None:
+        raise ValueError(f"unknown backend {backend!r}; rewrite's: {', '.join(sorted(_BACKENDS))}; torch's: "
+                         f"{', '.join(n for n in _torch_backends() if n not in _BACKENDS)}")
+    return backend, found
+
+
+def _torch_backend(name: str) -> Callable | None:
+    """torch's own lookup of a Dynamo backend name; None when it knows none by that name."""
+    from torch._dynamo.backends import registry  # (deferred: importing torch._dynamo costs ~1.4 s, only
+    try:  # paid when a name is not rewrite's)
+        return registry.lookup_backend(name)
+    except Exception:  # (torch's InvalidBackend, or an entry point that fails to load)
+        return None
+
+
+def _torch_backends() -> list[str]:
+    from torch._dynamo.backends import registry  # (deferred, as above)
+    return sorted(registry.list_backends(exclude_tags=()))
 
 
 def default_backend(example_inputs) -> str:
