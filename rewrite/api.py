@@ -56,8 +56,14 @@ def jit(fn=None, *, fullgraph: bool = False, dynamic: bool | None = None, backen
     if not isinstance(target, types.FunctionType):
         raise TypeError(f"jit expects a Python function, got {type(fn).__name__}")
     code = target.__code__
-    if is_rewritten(code) or target in DISABLED or getattr(target, "_torchdynamo_disable", False) is True:
+    if target in DISABLED or getattr(target, "_torchdynamo_disable", False) is True:
         return fn  # (the last: torch._dynamo.disable / torch.compiler.disable's wrapper)
+    if is_rewritten(code):  # jitted before: the same options are a no-op, others replace them
+        owner = target.__dict__.get(OWNER)
+        if not isinstance(owner, Dispatcher) or owner.options == compile_options:
+            return fn  # (or rewritten by someone else: the import hook's lazy prologue)
+        code = target.__code__ = original_code(code)  # its old entries go with its old dispatcher
+        del target.__dict__[OWNER]
     if code.co_flags & CO_GENERATOR_LIKE:
         return fn  # generators and coroutines run as they are
     rewrite_code(target, compile_options, callees.share_key(target))
@@ -123,8 +129,16 @@ def _jit_module(module, backend, fullgraph, dynamic):
     `functools.partial(new_forward, module)`, adapters a closure or another object's method)."""
     options = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic}
     own = module.__dict__.get("forward")
-    if getattr(own, "__rewrite_module_forward__", False):
-        return module  # already jitted
+    mark = getattr(own, "__rewrite_module_forward__", None)
+    if mark is not None:  # jitted before: (the instance's forward before, the options then)
+        before, then = mark
+        if then == options:
+            return module  # the same options: a no-op
+        if before is None:  # other options: in force from now on, the old entries dropped
+            del module.__dict__["forward"]
+        else:
+            module.forward = before
+        own = before
     if own is None:
         bound = module.forward
         func = getattr(bound, "__func__", None)
@@ -142,9 +156,9 @@ def _jit_module(module, backend, fullgraph, dynamic):
         raise TypeError(f"jit expects a module whose forward is a Python function, method or functools.partial "
                         f"of one, got an instance attribute of type {type(own).__name__}")
     try:
-        forward.__rewrite_module_forward__ = True
+        forward.__rewrite_module_forward__ = (own, options)
     except AttributeError:  # a bound method: its function carries the mark
-        forward.__func__.__rewrite_module_forward__ = True
+        forward.__func__.__rewrite_module_forward__ = (own, options)
     module.forward = forward
     return module
 
@@ -152,9 +166,10 @@ def _jit_module(module, backend, fullgraph, dynamic):
 def _jitted_copy(func: types.FunctionType, options: dict) -> types.FunctionType:
     """A jitted copy of `func` (same code, globals, defaults, closure and attributes): the
     user's function itself is left as it is."""
-    if is_rewritten(func.__code__) and OWNER in func.__dict__:
-        return func
-    copy = types.FunctionType(func.__code__, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
+    owner = func.__dict__.get(OWNER)
+    if is_rewritten(func.__code__) and isinstance(owner, Dispatcher) and owner.options == Options(**options):
+        return func  # (a forward the user jitted with these options)
+    copy = types.FunctionType(original_code(func.__code__), func.__globals__, func.__name__, func.__defaults__, func.__closure__)
     copy.__kwdefaults__ = func.__kwdefaults__
     functools.update_wrapper(copy, func)
     copy.__dict__.pop(OWNER, None)

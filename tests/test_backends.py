@@ -223,3 +223,42 @@ def test_import_and_jit_with_rewrites_backends_do_not_import_torch_dynamo():
             "print('torch._dynamo' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "False", out.stdout + out.stderr
+
+
+def test_rejit_with_other_options_puts_them_in_force_and_the_same_options_are_a_no_op():
+    def f(x):
+        print("a graph break")  # fullgraph=True cannot take it
+        return x + 1
+
+    eager = eager_copy(f)
+    x = torch.ones(3)
+    cnt = CompileCounter()
+    assert jit(f, backend=cnt) is f
+    assert_same(f(x), eager(x))
+    first = dispatcher_of(f)
+    assert jit(f, backend=cnt) is f and dispatcher_of(f) is first and first.entries  # the same: a no-op
+    jit(f, backend=cnt, fullgraph=True)  # torch.compile(f) then torch.compile(f, fullgraph=True)
+    second = dispatcher_of(f)
+    assert second is not first and second.options.fullgraph and not second.entries  # old entries dropped
+    with pytest.raises(rewrite.Unsupported):
+        f(x)
+    jit(f, backend="eager")
+    assert_same(f(x), eager(x))
+    assert dispatcher_of(f).options.backend == "eager"
+
+
+def test_rejit_of_a_module_with_other_options():
+    m = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    x = torch.randn(2, 4)
+    expected = m(x)
+    cnt = CompileCounter()
+    assert jit(m, backend=cnt) is m
+    assert_same(m(x), expected)
+    first = dispatcher_of(m)
+    assert jit(m, backend=cnt) is m and dispatcher_of(m) is first
+    jit(m, backend="aot_eager")
+    assert dispatcher_of(m) is not first and dispatcher_of(m).options.backend == "aot_eager"
+    assert_same(m(x), expected)
+    assert cnt.frame_count == 1
+    assert type(m).forward is torch.nn.Sequential.forward and not rewrite.bytecode.is_rewritten(
+        torch.nn.Sequential.forward.__code__)  # the class's forward is left as it is
