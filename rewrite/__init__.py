@@ -11,13 +11,13 @@ from . import config, hook
 # Loaded on first use, so that `import rewrite.hook` (a program that may never import torch)
 # does not import torch: each public name -> the module that defines it.
 _LAZY = {"jit": "api", "allow_in_graph": "api", "disable": "api", "dispatcher_of": "api", "graph_break": "api",
-         "mark_dynamic": "api", "mark_static": "api", "explain": "explaining", "reset": "dispatch",
+         "mark_dynamic": "api", "mark_static": "api", "set_stance": "api", "explain": "explaining", "reset": "dispatch",
          "BackendCompilerFailed": "errors", "RecompileLimitExceeded": "errors", "RewriteError": "errors",
          "Unsupported": "errors", "EagerWarning": "errors", "BreaksWarning": "errors", "list_backends": "codegen",
          "register_backend": "codegen"}
 
 __all__ = ["jit", "reset", "config", "register_backend", "list_backends", "dispatcher_of", "explain", "disable",
-           "allow_in_graph", "graph_break", "mark_dynamic", "mark_static",
+           "allow_in_graph", "graph_break", "mark_dynamic", "mark_static", "set_stance",
            "RewriteError", "Unsupported", "BackendCompilerFailed", "RecompileLimitExceeded", "EagerWarning",
            "BreaksWarning"]
 

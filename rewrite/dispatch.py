@@ -28,6 +28,7 @@ Dynamo does): a call that finds another thread compiling runs eagerly.
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import types
 import warnings
@@ -44,7 +45,7 @@ from .errors import (BackendCompilerFailed, BreaksWarning, EagerWarning, Interna
 from .guards.guard import EqualsMatch, TensorMatch, TypeMatch
 from .guards.source import comment, param_name
 from .registry import default_backend, lookup_backend
-from .slot import MISS, NEXT, NEXT_REF, Options, Slot, _next, orphan  # noqa: F401  (re-exported: callees, api)
+from .slot import MISS, NEXT, NEXT_REF, Options, Slot, _miss, _next, orphan  # noqa: F401  (re-exported: callees, api)
 
 
 _ALL: "weakref.WeakSet[Dispatcher]" = weakref.WeakSet()
@@ -90,6 +91,9 @@ class Dispatcher:
         if not COMPILE_LOCK.acquire(blocking=False):
             return MISS  # another thread is compiling: this call runs eagerly
         try:
+            held = stance()
+            if held != "default" and _stance_says_eager(self, held, args):
+                return MISS
             entry, first = self._entry_for(args)
         finally:
             COMPILE_LOCK.release()
@@ -219,7 +223,13 @@ class Dispatcher:
         entries = self.entries
         hit = _next if not entries else entries[0].fn if len(entries) == 1 else self._dispatch(entries)
         self._published.append(hit)  # every one stays: a thread may be about to call an older one
-        self.slot.ref = weakref.ref(hit)
+        self.republish()
+
+    def republish(self) -> None:
+        """The prologue at the newest published hit -- or, while the stance is "force_eager", at
+        one that runs the original bytecode (cache hits included, as under torch.compile)."""
+        hit = self._published[-1] if self._published else None
+        self.slot.ref = _MISS_REF if _FORCED_EAGER else NEXT_REF if hit is None else weakref.ref(hit)
 
     def _dispatch(self, entries) -> object:
         """Generate the dispatch over `entries` (see the module's docstring)."""
@@ -272,8 +282,8 @@ class Dispatcher:
         self.compiles = 0
         self.frame_state.clear()
         self._warned_limit = False
-        self.slot.ref = NEXT_REF
         self._published.clear()  # (what rewrite made for it goes now: reset() while other threads call is racy)
+        self.republish()
 
 
 def _weak_miss(ref):
@@ -345,6 +355,65 @@ def dispatch_key(entries, most: int = 4) -> tuple[list[str], dict]:
 
 
 _WARNED_UNTRACED = False  # (the once-per-process warning of an untraced Python)
+
+
+# -- torch.compiler.set_stance ---------------------------------------------------------------
+_MISS_REF = weakref.ref(_miss)
+_FORCED_EAGER = False  # stance "force_eager" in force: every prologue runs the original
+
+
+def stance() -> str:
+    """torch.compiler's stance (`set_stance`), read where torch._dynamo is imported already
+    (a stance can only be set through it; this never imports it)."""
+    frames = sys.modules.get("torch._dynamo.eval_frame")
+    if frames is None:
+        return "default"
+    watch_stances()
+    return frames._stance.stance
+
+
+def watch_stances() -> None:
+    """Have every stance change (torch's `set_stance` as a call, a context manager or a
+    decorator: each goes through `torch._dynamo.decorators._set_stance`) call stance_changed,
+    once torch._dynamo is imported; nothing before."""
+    decorators = sys.modules.get("torch._dynamo.decorators")
+    if decorators is None or getattr(decorators._set_stance, "rewrite_watches", False):
+        return
+    original = decorators._set_stance
+
+    def _set_stance(new):
+        prior = original(new)
+        stance_changed()
+        return prior
+    _set_stance.rewrite_watches = True
+    _set_stance._dynamo_forbidden = True  # (as torch marks its own)
+    decorators._set_stance = _set_stance
+
+
+def stance_changed() -> None:
+    """After a stance change: hits follow "force_eager" too (every prologue repointed)."""
+    global _FORCED_EAGER
+    forced = stance() == "force_eager"
+    if forced != _FORCED_EAGER:
+        _FORCED_EAGER = forced
+        for d in list(_ALL):
+            d.republish()
+
+
+def _stance_says_eager(d: Dispatcher, held: str, args) -> bool:
+    """What a miss does under a stance other than "default", as torch.compile does: run
+    eagerly without compiling ("force_eager", "eager_on_recompile"), or raise where a compile
+    would be needed for a call with tensors ("fail_on_recompile"). Stances torch adds after
+    these compile as "default" does."""
+    if held in ("force_eager", "eager_on_recompile"):
+        return True
+    if held == "fail_on_recompile" and _holds_tensors(args):
+        where = f"filename: '{d.code.co_filename}', function name: '{d.code.co_name}', line number: " \
+                f"{d.code.co_firstlineno}"
+        reasons = d._recompile_reason(args).split("\n", 1)[1:] if d.entries else []
+        raise RuntimeError("Detected recompile when torch.compile stance is 'fail_on_recompile'. " + where +
+                           "".join("\n" + r for r in reasons))
+    return False
 
 
 def reset_all() -> None:

@@ -262,3 +262,100 @@ def test_rejit_of_a_module_with_other_options():
     assert cnt.frame_count == 1
     assert type(m).forward is torch.nn.Sequential.forward and not rewrite.bytecode.is_rewritten(
         torch.nn.Sequential.forward.__code__)  # the class's forward is left as it is
+
+
+# -- torch.compiler.set_stance, as torch.compile follows it (issue 30, item 4) ------------------
+
+def _stance_fn():
+    def f(x):
+        return x * 2 + 1
+    return f
+
+
+@pytest.mark.parametrize("how", ["call", "context", "decorator", "rewrite"])
+def test_force_eager_stance_runs_hits_and_misses_eagerly(how):
+    f = _stance_fn()
+    eager = eager_copy(f)
+    cnt = CompileCounter()
+    jit(f, backend=cnt)
+    x = torch.ones(3)
+    assert_same(f(x), eager(x))
+    assert cnt.frame_count == 1
+    seen = []
+    real = cnt.graphs[0].forward
+
+    def spy(*args):  # the compiled graph, watched: under force_eager it must not run
+        seen.append(args)
+        return real(*args)
+    cnt.graphs[0].forward = spy
+    assert_same(f(x), eager(x))
+    assert len(seen) == 1  # (a hit runs the graph)
+
+    def calls():
+        assert_same(f(x), eager(x))  # a hit: the original runs
+        assert_same(f(torch.ones(2, 2)), eager(torch.ones(2, 2)))  # a miss: no compile
+    if how == "call":
+        torch.compiler.set_stance("force_eager")
+        try:
+            calls()
+        finally:
+            torch.compiler.set_stance("default")
+    elif how == "context":
+        with torch.compiler.set_stance("force_eager"):
+            calls()
+    elif how == "decorator":
+        torch.compiler.set_stance("force_eager")(calls)()
+    else:
+        with rewrite.set_stance("force_eager"):
+            calls()
+    assert len(seen) == 1 and cnt.frame_count == 1
+    assert_same(f(x), eager(x))  # back to "default": the hit runs the graph again
+    assert len(seen) == 2
+
+
+def test_eager_on_recompile_and_fail_on_recompile_stances():
+    f = _stance_fn()
+    eager = eager_copy(f)
+    cnt = CompileCounter()
+    jit(f, backend=cnt, dynamic=False)
+    x = torch.ones(3)
+    with torch.compiler.set_stance("eager_on_recompile"):
+        assert_same(f(x), eager(x))  # nothing cached: runs eagerly, compiles nothing (as torch.compile)
+    assert cnt.frame_count == 0
+    f(x)
+    assert cnt.frame_count == 1
+    with torch.compiler.set_stance("eager_on_recompile"):
+        assert_same(f(x), eager(x))  # a hit still runs compiled code
+        y = torch.ones(4, 2)
+        assert_same(f(y), eager(y))  # a recompile: eagerly instead
+    assert cnt.frame_count == 1
+    with torch.compiler.set_stance("fail_on_recompile"):
+        assert_same(f(x), eager(x))
+        with pytest.raises(RuntimeError, match="Detected recompile when torch.compile stance is 'fail_on_recompile'"):
+            f(torch.ones(4, 2))
+        g = _stance_fn()
+        jit(g)
+        assert g(3) == 7  # no tensor: nothing to compile, no error (as torch.compile)
+    assert_same(f(torch.ones(4, 2)), eager(torch.ones(4, 2)))
+    assert cnt.frame_count == 2
+
+
+def test_stances_against_torch_compile():
+    """The same stance sequence, the same compiles, under torch.compile and rewrite."""
+    import torch._dynamo
+    counts = {}
+    for name, compiler in (("dynamo", lambda fn, cnt: torch.compile(fn, backend=cnt, dynamic=False)),
+                           ("rewrite", lambda fn, cnt: jit(fn, backend=cnt, dynamic=False))):
+        torch._dynamo.reset()
+        cnt = CompileCounter()
+        f = compiler(_stance_fn(), cnt)
+        with torch.compiler.set_stance("eager_on_recompile"):
+            f(torch.ones(3))
+        f(torch.ones(3))
+        with torch.compiler.set_stance("force_eager"):
+            f(torch.ones(5))
+        with torch.compiler.set_stance("eager_on_recompile"):
+            f(torch.ones(6))
+        f(torch.ones(2, 2))
+        counts[name] = cnt.frame_count
+    assert counts["rewrite"] == counts["dynamo"] == 2
