@@ -2,6 +2,9 @@
 
 Categories: graph_breaks, recompiles, guards, bytecode, trace, output_code, dynamic.
 Each is a child of the `rewrite` logger (`logging.getLogger("rewrite.guards")`, ...).
+TORCH_LOGS turns on the same categories under torch's names (`graph_breaks`, `recompiles`,
+`guards`, `graph_code`, `output_code`, `bytecode`, `dynamic`, with or without `+`/`-`);
+the names of torch's own that rewrite has no category for are torch's alone.
 """
 from __future__ import annotations
 
@@ -49,4 +52,16 @@ def _add_category(record: logging.LogRecord) -> bool:
     return True
 
 
-set_logs(os.environ.get("REWRITE_LOGS"))
+# TORCH_LOGS names -> rewrite's categories
+TORCH_NAMES = {"graph_breaks": "graph_breaks", "recompiles": "recompiles", "recompiles_verbose": "recompiles",
+               "guards": "guards", "verbose_guards": "guards", "graph_code": "output_code", "graph": "output_code",
+               "output_code": "output_code", "bytecode": "bytecode", "dynamic": "dynamic"}
+
+
+def from_torch_logs(spec: str | None) -> list[str]:
+    """rewrite's categories for a TORCH_LOGS string."""
+    names = [s.strip().lstrip("+-") for s in (spec or "").split(",")]
+    return [TORCH_NAMES[n] for n in names if n in TORCH_NAMES]
+
+
+set_logs(",".join([os.environ.get("REWRITE_LOGS") or "", *from_torch_logs(os.environ.get("TORCH_LOGS"))]))

@@ -95,3 +95,28 @@ def test_a_logger_that_is_another_object_next_call_recompiles():
     assert [r[1] for r in handler.records] == ["hi"] and [r[1] for r in other_handler.records] == ["hi"]
     log.removeHandler(handler)
     other.removeHandler(other_handler)
+
+
+def test_torch_logs_is_an_alias_of_rewrite_logs():
+    """TORCH_LOGS="graph_breaks,recompiles,guards,graph_code" prints what REWRITE_LOGS with
+    rewrite's names prints (torch's own names rewrite has no category for are left to torch)."""
+    import os
+    import subprocess
+    import sys
+    code = ("import torch, rewrite\n"
+            "@rewrite.jit\n"
+            "def f(x):\n"
+            "    print('hi')\n"
+            "    return x + 1\n"
+            "f(torch.ones(2)); f(torch.ones(2, 2))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCH_LOGS", "REWRITE_LOGS")}
+
+    def run(**extra):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                             env={**env, **extra})
+        return [line for line in out.stderr.splitlines() if line.startswith("[rewrite.")]
+    torch_named = run(TORCH_LOGS="+graph_breaks,recompiles,guards,graph_code,inductor")
+    ours = run(REWRITE_LOGS="graph_breaks,recompiles,guards,output_code")
+    assert torch_named == ours
+    assert {line.split("]")[0] for line in ours} >= {"[rewrite.graph_breaks", "[rewrite.recompiles",
+                                                     "[rewrite.guards", "[rewrite.output_code"}
