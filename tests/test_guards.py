@@ -267,3 +267,50 @@ def test_the_stride_of_a_size_one_dim_is_not_guarded():
     other = torch.arange(16.0).reshape(4, 4)[:, :2]  # (a stride that matters: a new entry)
     torch.testing.assert_close(compiled(other), f(other))
     assert cnt.frame_count == 2
+
+
+def test_numbers_whose_eq_is_python_code_are_not_guarded_by_value():
+    """A Fraction (any Number whose class defines `__eq__` in Python) is an object, not a
+    constant: a value guard `b == <Fraction>` would run `Fraction.__eq__` on each call -- the
+    jitted one itself when it is jitted, without end (tests/test_bytecode.py hung so on 3.12)."""
+    import fractions
+    import importlib.util
+    import numbers
+    import types
+
+    def fresh():
+        spec = importlib.util.find_spec("fractions")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    mine, other = fresh(), fresh()
+    for attr in vars(mine.Fraction).values():
+        fn = getattr(attr, "__func__", attr)
+        if isinstance(fn, types.FunctionType):
+            rewrite.jit(fn)
+    for _ in range(3):
+        assert (mine.Fraction(3, 4) == other.Fraction(3, 4)) is True
+        assert (mine.Fraction(3, 4) == fractions.Fraction(1, 4)) is False
+
+    class Money(numbers.Number):  # a Number whose == is Python code
+        def __init__(self, cents):
+            self.cents = cents
+
+        def __eq__(self, other):
+            return isinstance(other, Money) and self.cents == other.cents
+
+        __hash__ = None
+
+    rewrite.jit(Money.__eq__)
+    for _ in range(3):
+        assert (Money(3) == Money(3)) is True and (Money(3) == Money(4)) is False
+    sources = [e.guard.source for e in rewrite.dispatcher_of(Money.__eq__).entries]
+    assert sources and not any(" == ___c" in s for s in sources), sources
+
+    def scale(x, q):
+        return x * float(q), q + 1
+
+    eager = eager_copy(scale)
+    rewrite.jit(scale)
+    for q in (fractions.Fraction(1, 2), fractions.Fraction(3, 2)):
+        assert_same(scale(torch.ones(2), q), eager(torch.ones(2), q))

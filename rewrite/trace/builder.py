@@ -115,11 +115,20 @@ class DynamicPolicy:
         return bool(self.option) or seen is None
 
 
+def _number_by_value(t: type) -> bool:
+    """A number guarded by its value (and folded as a constant): one whose class compares in C.
+    A class whose `==` is Python code (fractions.Fraction, a user's Number) is an object like
+    any other: a value guard would run that code on every call -- the jitted `__eq__` itself,
+    when it is jitted, without end."""
+    return issubclass(t, numbers.Number) and not issubclass(t, torch.Tensor) and not any(
+        isinstance(k.__dict__.get("__eq__"), types.FunctionType) for k in t.__mro__)
+
+
 def wrap(tracer, value, source):
     t = type(value)
     add = tracer.guards.add if source is not None else (lambda g: None)
-    if source is not None and (t in IDENTITY_BEARING or not isinstance(
-            value, SCALARS + IDENTITY + EQUAL_CONSTS + SINGLETONS + (numbers.Number,))):
+    if source is not None and (t in IDENTITY_BEARING or not isinstance(value, SCALARS + IDENTITY + EQUAL_CONSTS +
+                                                                        SINGLETONS) and not _number_by_value(t)):
         seen = tracer.by_identity.get(id(value))
         if seen is not None:  # the same object reached through another source: the same Var
             add(AliasMatch(source, seen.source))
@@ -193,7 +202,7 @@ def _wrap(tracer, value, source, t, add):
     if isinstance(value, SINGLETONS) or _pybind_enum_member(value):  # dtypes, memory formats, layouts, enum members
         add(IdMatch(source, value))
         return ConstVar(value, source)
-    if isinstance(value, numbers.Number) and not isinstance(value, torch.Tensor):
+    if _number_by_value(t):
         add(EqualsMatch(source, value))  # numpy scalars, int and float subclasses: exact type and value
         return ConstVar(value, source)
     if t is torch.device:
