@@ -33,8 +33,7 @@ def set_stance(stance: str = "default", *, skip_guard_eval_unsafe: bool = False,
 
 
 torch.compiler.set_stance = set_stance
-watch_stances()  # (torch._dynamo imported before rewrite: its stance changes are seen from now on)
-stance_changed()
+stance_changed()  # (torch._dynamo imported before rewrite: its stance now, and its changes from now on)
 
 
 def mark_dynamic(t: torch.Tensor, index) -> None:
@@ -102,9 +101,10 @@ def backend_with(backend, mode: str | None, options: dict | None, dynamic):
     if backend is None or backend == "inductor":
         return WithOptions(torch._TorchCompileInductorWrapper(mode, options, dynamic), "inductor", mode, options)
     name, fn = lookup_backend(backend)
-    if name in registry.own_backends() or not _takes(fn, "mode" if mode not in (None, "default") else "options"):
-        raise TypeError(f"backend {name!r} takes no {'mode' if mode else 'options'} (torch.compile's mode and "
-                        f"options are Inductor's, or keywords of a Dynamo backend that takes them)")
+    keyword = "mode" if mode is not None else "options"  # (not both: refused above)
+    if name in registry.own_backends() or not _takes(fn, keyword):
+        raise TypeError(f"backend {name!r} takes no {keyword} (torch.compile's mode and options are Inductor's, "
+                        f"or keywords of a Dynamo backend that takes them)")
     return WithOptions(torch._TorchCompileWrapper(backend, mode, options, dynamic), backend, mode, options)
 
 

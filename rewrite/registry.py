@@ -71,9 +71,9 @@ def own_backends() -> list[str]:
 
 
 def list_backends() -> list[str]:
-    """rewrite's own backends, then every name torch's Dynamo registry knows (its own,
+    """rewrite's own backends, then every other name torch's Dynamo registry knows (its own,
     `torch._dynamo.register_backend`'s and the `torch_dynamo_backends` entry points)."""
-    return sorted(_BACKENDS) + [name for name in _torch_backends() if name not in _BACKENDS]
+    return own_backends() + _torch_backends()
 
 
 def lookup_backend(backend) -> tuple[str, Callable]:
@@ -85,8 +85,8 @@ def lookup_backend(backend) -> tuple[str, Callable]:
         return backend, _BACKENDS[backend]
     found = _torch_backend(backend)
     if found is None:
-        raise ValueError(f"unknown backend {backend!r}; rewrite's: {', '.join(sorted(_BACKENDS))}; torch's: "
-                         f"{', '.join(n for n in _torch_backends() if n not in _BACKENDS)}")
+        raise ValueError(f"unknown backend {backend!r}; rewrite's: {', '.join(own_backends())}; torch's: "
+                         f"{', '.join(_torch_backends())}")
     return backend, found
 
 
@@ -100,8 +100,9 @@ def _torch_backend(name: str) -> Callable | None:
 
 
 def _torch_backends() -> list[str]:
+    """The names torch's Dynamo registry knows that are not rewrite's (those come first)."""
     from torch._dynamo.backends import registry  # (deferred, as above)
-    return sorted(registry.list_backends(exclude_tags=()))
+    return sorted(name for name in registry.list_backends(exclude_tags=()) if name not in _BACKENDS)
 
 
 def default_backend(example_inputs) -> str:

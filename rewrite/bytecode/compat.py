@@ -473,11 +473,10 @@ def routed(Instr, router, depth: int, location) -> list:
         wrap = [Instr("LOAD_CONST", router, location=location), Instr("SWAP", 2, location=location),
                 Instr("PUSH_NULL", location=location), Instr("SWAP", 2, location=location),
                 Instr("CALL", 1, location=location)]
-        return wrap if depth == 1 else [Instr("SWAP", depth, location=location), *wrap,
-                                        Instr("SWAP", depth, location=location)]
-    wrap = [Instr("PUSH_NULL", location=location), Instr("SWAP", 2, location=location),
-            Instr("LOAD_CONST", router, location=location), Instr("SWAP", 2, location=location),
-            *([Instr("PRECALL", 1, location=location)] if PY311 else []), Instr("CALL", 1, location=location)]
+    else:  # [c] -> [NULL, c] -> [NULL, router, c] -> [router(c)]
+        wrap = [Instr("PUSH_NULL", location=location), Instr("SWAP", 2, location=location),
+                Instr("LOAD_CONST", router, location=location), Instr("SWAP", 2, location=location),
+                *([Instr("PRECALL", 1, location=location)] if PY311 else []), Instr("CALL", 1, location=location)]
     if depth == 1:
         return wrap
     return [Instr("SWAP", depth, location=location), *wrap, Instr("SWAP", depth, location=location)]

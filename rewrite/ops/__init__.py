@@ -20,8 +20,8 @@ import torch
 from ..errors import Unsupported
 from ..guards.source import AttrSource, TypeSource, WeakrefSource
 from ..values.vars import (AttrDictVar, BoundVar, ConstVar, ContextExitVar, DictVar, ExceptionVar, FunctionVar,
-                           InstanceVar, IteratorVar, ListVar, MethodVar, ObjectVar, PartialVar, RecordedContextVar, ScalarVar,
-                           SetVar, SuperVar, SymIntVar, TensorVar, TupleVar, Var, end_watch, start_watch)
+                           InstanceVar, IteratorVar, ListVar, MethodVar, ObjectVar, PartialVar, RecordedContextVar,
+                           ScalarVar, SetVar, SuperVar, SymIntVar, TensorVar, TupleVar, Var, end_watch, start_watch)
 from .builtins import PURE, call_builtin
 # (containers, functions, library: their BUILTINS rules register when imported)
 from . import (attrdict, bases, containers, context_vars, contexts, fills, functions, higher_order, instances,
