@@ -11,29 +11,17 @@ from . import callees, codegen, registry  # noqa: F401  (codegen: registers the 
 from .bytecode import dynamo, is_rewritten, original_code
 from .bytecode.compat import CO_GENERATOR_LIKE
 from .callees import dispatcher_of, rewrite_code  # noqa: F401  (rewrite.dispatcher_of)
-from .dispatch import Dispatcher, Options, stance_changed, watch_stances  # noqa: F401  (Dispatcher: the import
-# hook makes Dispatchers through this module)
+from .dispatch import Dispatcher, Options  # noqa: F401  (Dispatcher: the import hook makes Dispatchers through
+# this module)
 from .registry import ALLOWED, DISABLED, OWNER, lookup_backend
 
 dynamo.watch()  # torch.compile of jitted code (or of code calling it) reads the original instructions
 
 
-_torch_set_stance = torch.compiler.set_stance
-
-
-@functools.wraps(_torch_set_stance)
-def set_stance(stance: str = "default", *, skip_guard_eval_unsafe: bool = False, force_backend=None):
-    """torch.compiler.set_stance, which rewrite follows too ("default", "force_eager",
-    "eager_on_recompile", "fail_on_recompile"): a call, a context manager or a decorator.
-    `rewrite.set_stance` is this same function; so is `torch.compiler.set_stance` once rewrite's
-    API is imported (it imports torch._dynamo, where the stance lives, as torch's does)."""
-    import torch._dynamo  # noqa: F401  (deferred: ~1.4 s, paid by a program that sets a stance)
-    watch_stances()
-    return _torch_set_stance(stance, skip_guard_eval_unsafe=skip_guard_eval_unsafe, force_backend=force_backend)
-
-
-torch.compiler.set_stance = set_stance
-stance_changed()  # (torch._dynamo imported before rewrite: its stance now, and its changes from now on)
+# torch.compiler.set_stance, which rewrite follows too ("default", "force_eager",
+# "eager_on_recompile", "fail_on_recompile"): a call, a context manager or a decorator. It
+# imports torch._dynamo, where the stance lives; rewrite follows it from then on (dispatch).
+set_stance = torch.compiler.set_stance
 
 
 def mark_dynamic(t: torch.Tensor, index) -> None:

@@ -27,6 +27,7 @@ Dynamo does): a call that finds another thread compiling runs eagerly.
 """
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import threading
@@ -36,7 +37,7 @@ import weakref
 
 import torch
 
-from . import codeload, config, logs
+from . import codeload, config, logs, watch
 from .bytecode import compat
 from .bytecode.splice import prologue_names
 from .compile import Entry, compile_entry
@@ -70,7 +71,7 @@ class Dispatcher:
         self.slot.name, self.slot.owner = qualname, weakref.ref(self)
         self._published: list = []  # what slot.ref refers to, now and before (the slot holds it weakly)
         weakref.finalize(self, orphan, self.slot)
-        self.recompile_limit: int | None = None  # None: config.recompile_limit
+        self.recompile_limit: int | None = None  # None: config.get("recompile_limit")
         self.on_limit = None  # called instead of warning when the limit is hit (the import hook)
         self._busy = False  # compiling now (read and written under COMPILE_LOCK only)
         self._warned_limit = False
@@ -112,9 +113,11 @@ class Dispatcher:
                 return e, None
         if self.entries and logs.enabled("recompiles"):
             logs.get("recompiles").debug("%s", self._recompile_reason(args))
-        limit = self.recompile_limit or config.recompile_limit
-        if len(self.entries) >= limit or self.compiles >= config.accumulated_recompile_limit:
-            self._limit_hit(args)
+        limit, most = self.recompile_limit or config.get("recompile_limit"), config.get("accumulated_recompile_limit")
+        hit = ("recompile_limit", limit) if len(self.entries) >= limit else \
+            ("accumulated_recompile_limit", most) if self.compiles >= most else None
+        if hit is not None:
+            self._limit_hit(args, *hit)
             return None, None
         self._busy = True
         try:
@@ -122,7 +125,7 @@ class Dispatcher:
         except Unsupported:  # only with fullgraph=True; otherwise it becomes a fallback entry
             raise
         except BackendCompilerFailed as e:
-            if not config.suppress_errors:
+            if not config.get("suppress_errors"):
                 raise
             warnings.warn(f"rewrite: {e}; running {self.qualname} eagerly", RuntimeWarning, stacklevel=3)
             return None, None
@@ -130,7 +133,7 @@ class Dispatcher:
             # the user's own code raised while tracing: eager raises it, from the user's line
             return None, None
         except Exception as e:
-            if not config.suppress_errors:
+            if not config.get("suppress_errors"):
                 raise InternalError(f"rewrite failed to compile {self.qualname}: {type(e).__name__}: {e}") from e
             warnings.warn(f"rewrite: internal error compiling {self.qualname} ({type(e).__name__}: {e}); "
                           "running it eagerly", RuntimeWarning, stacklevel=3)
@@ -156,20 +159,20 @@ class Dispatcher:
         self._publish()
         return entry, first
 
-    def _limit_hit(self, args):
+    def _limit_hit(self, args, knob: str, limit: int):
         if self.on_limit is not None:  # the import hook: the function runs its original code from now on
             self.on_limit()
             return MISS
         if self.options.fullgraph:
-            raise RecompileLimitExceeded(f"{self.qualname} hit config.recompile_limit ({config.recompile_limit})")
+            raise RecompileLimitExceeded(f"{self.qualname} hit config.{knob} ({limit})")
         if not self._warned_limit:
             self._warned_limit = True
             reasons = self.entries[0].guard.failures(args) if self.entries else []
             last = reasons[0] if reasons else "unknown"
             where = f"{self.code.co_filename}:{self.code.co_firstlineno}"
             # attributed to the function's own definition, wherever it is called from
-            warnings.warn_explicit(f"rewrite: {self.qualname} ({where}) hit config.recompile_limit "
-                                   f"({config.recompile_limit}); calls no cache entry accepts now run eagerly. "
+            warnings.warn_explicit(f"rewrite: {self.qualname} ({where}) hit config.{knob} "
+                                   f"({limit}); calls no cache entry accepts now run eagerly. "
                                    f"Last reason: {last}", RuntimeWarning, self.code.co_filename,
                                    self.code.co_firstlineno, module=self.globals.get("__name__"))
         return MISS
@@ -366,28 +369,31 @@ def stance() -> str:
     """torch.compiler's stance (`set_stance`), read where torch._dynamo is imported already
     (a stance can only be set through it; this never imports it)."""
     frames = sys.modules.get("torch._dynamo.eval_frame")
-    if frames is None:
-        return "default"
-    watch_stances()
-    return frames._stance.stance
+    return "default" if frames is None else frames._stance.stance
 
 
-def watch_stances() -> None:
-    """Have every stance change (torch's `set_stance` as a call, a context manager or a
-    decorator: each goes through `torch._dynamo.decorators._set_stance`) call stance_changed,
-    once torch._dynamo is imported; nothing before."""
-    decorators = sys.modules.get("torch._dynamo.decorators")
-    if decorators is None or getattr(decorators._set_stance, "rewrite_watches", False):
-        return
-    original = decorators._set_stance
+def _dynamo_imported(dynamo) -> None:
+    """torch._dynamo is imported (before rewrite, or now): follow its stance changes -- torch's
+    `set_stance` as a call, a context manager or a decorator, each through
+    `torch._dynamo.decorators._set_stance` -- and its `reset()`, which resets rewrite too."""
+    decorators = sys.modules["torch._dynamo.decorators"]
+    if not getattr(decorators._set_stance, "rewrite_watches", False):
+        decorators._set_stance = _then(decorators._set_stance, stance_changed)
+        decorators._set_stance._dynamo_forbidden = True  # (as torch marks its own)
+    if not getattr(dynamo.reset, "rewrite_watches", False):
+        dynamo.reset = _then(dynamo.reset, reset_all)
+    stance_changed()  # (its stance now)
 
-    def _set_stance(new):
-        prior = original(new)
-        stance_changed()
-        return prior
-    _set_stance.rewrite_watches = True
-    _set_stance._dynamo_forbidden = True  # (as torch marks its own)
-    decorators._set_stance = _set_stance
+
+def _then(original, after):
+    """`original`, then `after()`; what `original` returned."""
+    @functools.wraps(original)
+    def call(*args, **kwargs):
+        result = original(*args, **kwargs)
+        after()
+        return result
+    call.rewrite_watches = True
+    return call
 
 
 def stance_changed() -> None:
@@ -417,8 +423,12 @@ def _stance_says_eager(d: Dispatcher, held: str, args) -> bool:
 
 
 def reset_all() -> None:
+    """Every cache entry of every jitted function dropped (rewrite.reset; torch._dynamo.reset too)."""
     for d in list(_ALL):
         d.reset()
+
+
+watch.after_import("torch._dynamo", _dynamo_imported)
 
 
 def _holds_tensors(args) -> bool:

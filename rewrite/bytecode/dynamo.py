@@ -12,10 +12,7 @@ runs in the spliced function's frame. Torch-free: nothing here imports torch or 
 """
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import sys
-
+from ..watch import after_import
 from . import original_code
 
 MODULE = "torch._dynamo.bytecode_transformation"  # defines _cached_cleaned_instructions(code, ...)
@@ -34,38 +31,6 @@ def patch(module) -> None:
     module._cached_cleaned_instructions = instructions_of_original
 
 
-class _ThenPatch(importlib.abc.Loader):
-    """The module's own loader, then `patch` on the loaded module."""
-
-    def __init__(self, loader):
-        self.loader = loader
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        self.loader.exec_module(module)
-        patch(module)
-
-
-class _Watch(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: it only wraps the loader of Dynamo's instruction module."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != MODULE:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _ThenPatch(spec.loader)
-        return spec
-
-
-_WATCH = _Watch()
-
-
 def watch() -> None:
     """Patch Dynamo now if it is imported, else when it is (idempotent)."""
-    if MODULE in sys.modules:
-        patch(sys.modules[MODULE])
-    elif _WATCH not in sys.meta_path:
-        sys.meta_path.insert(0, _WATCH)
+    after_import(MODULE, patch)

@@ -229,7 +229,7 @@ def call_method(frame, name: str, args: list[Var], kwargs: dict[str, Var]) -> Va
         real_args = [_fold(a) for a in args[1:]]
         real_kwargs = {k: _fold(v) for k, v in kwargs.items()}
         return const(fold(getattr(self.value, name), *real_args, **real_kwargs))
-    if name == "item" and len(args) == 1 and not kwargs and (config.capture_scalar_outputs or markers.eager_path(
+    if name == "item" and len(args) == 1 and not kwargs and (config.get("capture_scalar_outputs") or markers.eager_path(
             frame.globals.get("__name__") if isinstance(frame.globals, dict) else None)):
         _shape_known(frame, self, "Tensor.item()")
         node, result = frame.tracer.graph.call("call_method", "item", (self,), {})
@@ -354,6 +354,13 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
         raise Unsupported(f"{name} inside try/except in a function that writes into its inputs")
     if in_try and frame.tracer.open_contexts:
         raise Unsupported(f"{name} inside try/except and inside {frame.tracer.open_contexts[-1].kind}")
+    dd = next((t.node.meta["data_dependent_shape"] for t in _tensors(args, kwargs)
+               if t.node.meta.get("data_dependent_shape")), None)
+    if dd is None:
+        dd = _shape_from_data(kind, target, name, args, kwargs)
+        if dd is not None and not config.get("capture_dynamic_output_shape_ops"):
+            raise Unsupported(f"{dd}: the output's shape depends on data, and config.capture_dynamic_output_shape_ops "
+                              "is off", "set rewrite.config.capture_dynamic_output_shape_ops = True to record it")
     node, result = graph.call(kind, target, tuple(args), dict(kwargs))
     if _may_raise_on_values(node, target, name, args, kwargs):
         node.meta["may_raise"] = True
@@ -363,18 +370,8 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
         if node.meta.get("seeded"):
             raise Unsupported(f"random op {name} inside try/except (the call could not run again)")
         frame.tracer.ops_in_try = True
-    dd = next((t.node.meta["data_dependent_shape"] for t in _tensors(args, kwargs)
-               if t.node.meta.get("data_dependent_shape")), None)
     if name in CREATION or _float_meets_integer_tensor(args, kwargs):
         frame.tracer.read_default_dtype()
-    if dd is None and (name in DATA_DEPENDENT_SHAPE or _bool_mask_index(target, args)):
-        dd = name if isinstance(name, str) else "indexing"
-    if dd is None and target is torch.where and len(args) == 1 and not kwargs:
-        dd = "where"
-    if dd is None and name == "one_hot" and _one_hot_infers_classes(args, kwargs):
-        dd = "one_hot without num_classes"
-    if dd is None and name in SIZE_TAKING and _tensor_as_size(kind, name, args, kwargs):
-        dd = f"{name} with a tensor where a size goes"
     if dd is not None and isinstance(result, (tuple, list)):
         raise Unsupported(f"{name} of a tensor whose shape depends on data: the number of results does too")
     var = graph.wrap_result(node, result)
@@ -394,6 +391,19 @@ def _float_meets_integer_tensor(args, kwargs) -> bool:
     has_float = any(isinstance(v, ConstVar) and type(v.value) in (float, complex) for v in values)
     return has_float and any(not t.value.is_floating_point() and not t.value.is_complex()
                              for t in _tensors(values, {}))
+
+
+def _shape_from_data(kind, target, name, args, kwargs) -> str | None:
+    """What makes this op's output shape depend on its inputs' values, if anything does."""
+    if name in DATA_DEPENDENT_SHAPE or _bool_mask_index(target, args):
+        return name if isinstance(name, str) else "indexing"
+    if target is torch.where and len(args) == 1 and not kwargs:
+        return "where"
+    if name == "one_hot" and _one_hot_infers_classes(args, kwargs):
+        return "one_hot without num_classes"
+    if name in SIZE_TAKING and _tensor_as_size(kind, name, args, kwargs):
+        return f"{name} with a tensor where a size goes"
+    return None
 
 
 def _one_hot_infers_classes(args, kwargs) -> bool:

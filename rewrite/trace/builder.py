@@ -39,11 +39,12 @@ import types
 
 import torch
 
-from .. import logs
+from .. import config, logs
 from ..errors import EagerOnce, Unsupported
 from ..guards.guard import AliasMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch
 from ..guards.shapes import DYNAMIC_DIMS, STATIC_DIMS
-from ..guards.source import AttrSource, DictItemSource, DictKeysSource, ItemSource, LocalSource, SizeSource, is_literal
+from ..guards.source import (AttrSource, DictItemSource, DictKeysSource, ItemSource, LocalSource, ModuleAttrSource,
+                             SizeSource, is_literal)
 from ..ops.contexts import wrap_context
 from ..ops.core import key_of
 from ..values.vars import BoundVar, ConstVar, DictVar, GradModeVar, ListVar, ObjectVar, PartialVar, TupleVar
@@ -66,12 +67,25 @@ class DynamicPolicy:
     * by default ("automatic dynamic"): the first compile is static; a size that differs from
       what the first compile saw (in `frame_state`, kept per function) is dynamic from then on;
     * `rewrite.mark_dynamic(t, d)` makes size d of that tensor dynamic, `mark_static` static;
-    * sizes 0 and 1 are never dynamic, nor the sizes of a non-contiguous tensor.
+    * sizes 0 and 1 are never dynamic, nor the sizes of a non-contiguous tensor; nor those of
+      an nn.Parameter, or of a module's parameter or buffer, unless marked.
+
+    With `dynamic=None` the config decides, read once per compile (`config.get`: rewrite's, or
+    torch._dynamo.config's where the program set it): `assume_static_by_default=False` is
+    `dynamic=True`; `automatic_dynamic_shapes=False` keeps a changed size a constant (each
+    new size compiles again); `force_parameter_static_shapes=False` lets parameters' sizes be
+    symbols too, `force_nn_module_property_static_shapes=False` modules' parameters' and buffers'. (As torch.compile: dynamic=True/False set the first two for that compile.)
     """
 
     def __init__(self, option: bool | None, frame_state: dict):
         self.option = option
         self.frame_state = frame_state
+        if option is None:
+            self.automatic, self.all = config.get("automatic_dynamic_shapes"), not config.get("assume_static_by_default")
+        else:
+            self.automatic = self.all = option
+        self.parameters = not config.get("force_parameter_static_shapes")
+        self.module_tensors = not config.get("force_nn_module_property_static_shapes")
 
     def dims(self, source, value) -> frozenset:
         shape = tuple(value.shape)
@@ -82,14 +96,17 @@ class DynamicPolicy:
         changed = {i for i, (was, now) in enumerate(zip(seen, shape)) if was is None or was != now}
         if changed:  # remembered as dynamic for every later compile
             self.frame_state[key] = tuple(None if i in changed else s for i, s in enumerate(seen))
-            if logs.enabled("dynamic") and self.option is not False:
+            if logs.enabled("dynamic") and self.automatic:
                 for i in sorted(changed):
                     if seen[i] is not None:
                         logs.get("dynamic").debug("%s.size(%d) is dynamic from now on: %d in the first compile, "
                                                   "%d now", source.name(), i, seen[i], shape[i])
         if self.option is False:
             return frozenset()
-        dims = set(range(len(shape))) if self.option else changed
+        dims = set(range(len(shape))) if self.all else changed if self.automatic else set()
+        if isinstance(value, torch.nn.Parameter) and not self.parameters or \
+                isinstance(source, ModuleAttrSource) and not self.module_tensors:
+            dims = set()
         for attr in DYNAMIC_DIMS:  # rewrite.mark_dynamic, torch._dynamo.mark_dynamic, ...
             dims |= set(getattr(value, attr, ()))
         for attr in STATIC_DIMS:
@@ -105,14 +122,14 @@ class DynamicPolicy:
         key = (source, "int")
         seen = self.frame_state.get(key, value)
         if seen is not None and seen != value:
-            if logs.enabled("dynamic") and self.option is not False:
+            if logs.enabled("dynamic") and self.automatic:
                 logs.get("dynamic").debug("int %s is dynamic from now on: %d in the first compile, %d now",
                                           source.name(), seen, value)
             seen = None  # dynamic from now on
         self.frame_state[key] = seen
         if self.option is False or value < 2:
             return False
-        return bool(self.option) or seen is None
+        return self.all or self.automatic and seen is None
 
 
 def _number_by_value(t: type) -> bool:
