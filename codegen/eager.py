@@ -2,6 +2,6 @@
 from rewrite.registry import register_backend
 
 
-@register_backend
+@register_backend(native=True)
 def eager(gm, example_inputs):
     return gm.forward

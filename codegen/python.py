@@ -227,6 +227,6 @@ class CompiledGraph:
         return self._fn(*args)
 
 
-@register_backend
+@register_backend(native=True)
 def python(gm: torch.fx.GraphModule, example_inputs):
     return CompiledGraph(gm.graph, getattr(gm, "_rewrite_name", "graph"))

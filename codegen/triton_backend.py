@@ -61,7 +61,7 @@ def _needs_grad(example_inputs, graph) -> bool:
     return any(isinstance(v, torch.Tensor) and v.requires_grad for v in values)
 
 
-@register_backend
+@register_backend(native=True)
 def triton(gm: torch.fx.GraphModule, example_inputs):
     fallback = python(gm, example_inputs)
     name = codeload.safe_name(getattr(gm, "_rewrite_name", "graph"))  # kernels are named after it

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx
 
-from . import breaks, codeload, logs
+from . import breaks, codeload, handoff, logs
 from .bytecode.resume import list_iterator_at
 from .slot import NEXT
 
@@ -198,19 +198,28 @@ def plan_outputs(cap: Capture) -> None:
 
 
 def call_backend(cap: Capture, backend_name: str, backend, name: str):
+    """(The GraphModule, what the backend made of it); a backend from torch's world gets the
+    graph as Dynamo hands one over (`handoff`), its guards on sizes added to the entry's."""
     graph = cap.tracer.graph
     if not cap.graph_outputs and all(n.op in ("placeholder", "output") for n in graph.graph.nodes):
         return None, None
-    gm = GraphModule(torch.nn.Module(), graph.graph)
-    gm._rewrite_name = name
-    example_inputs = [value for _, value, _ in graph.inputs]
     try:
-        compiled = backend(gm, example_inputs)
+        given = handoff.Handoff(graph) if handoff.needed(backend, cap.tracer) else None  # (before the module:
+        gm = GraphModule(torch.nn.Module(), graph.graph)  # it adds graph inputs)
+        gm._rewrite_name = name
+        if given is not None:
+            given.propagate(gm)
+            compiled = given.call(backend, gm)
+            for guard in given.guards(handoff.pinned_sizes(cap.tracer.shape_env)):
+                cap.tracer.guards.add(guard)
+        else:
+            compiled = backend(gm, [value for _, value, _ in graph.inputs])
     except Exception as e:
         raise BackendCompilerFailed(backend_name, e) from e
     finally:
         for node in graph.graph.nodes:  # the entry keeps the graph: drop the traced tensors
             node.meta.pop("example_value", None)
+            node.meta.pop("val", None)
     if not callable(compiled):
         raise BackendCompilerFailed(backend_name, TypeError(f"backend returned {type(compiled).__name__}, not a callable"))
     return gm, compiled

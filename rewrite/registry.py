@@ -56,11 +56,16 @@ def check() -> None:
 _BACKENDS: dict[str, Callable] = {}
 
 
-def register_backend(fn: Callable | None = None, *, name: str | None = None):
-    """Register `fn` under `name` (default: its __name__). Usable as a decorator."""
+def register_backend(fn: Callable | None = None, *, name: str | None = None, native: bool = False):
+    """Register `fn` under `name` (default: its __name__). Usable as a decorator. A backend
+    gets Dynamo's contract (see rewrite/handoff.py); `native=True` (rewrite's own, which read
+    sizes from the real example inputs and the traced meta) marks `fn.rewrite_native`, and
+    such a backend gets the graph as traced."""
     def register(f):
         key = name or f.__name__
         _BACKENDS[key] = f
+        if native:
+            f.rewrite_native = True
         return f
     return register(fn) if fn is not None else register
 

@@ -20,6 +20,7 @@ import rewrite.codegen.triton_kernels as tk  # noqa: E402
 
 class Built:
     """A backend that runs the triton backend and keeps what it built."""
+    rewrite_native = True  # (a wrapper of rewrite's own: it takes the graph as traced)
 
     def __init__(self):
         self.built = []

@@ -472,3 +472,27 @@ class ShapeMatch(Guard):
         now = ", ".join(f"{src.name()} = {values[sym]}" for sym, src in self.symbols)
         from ..symbolic import to_python  # (deferred: sympy, imported with the first symbolic size)
         return f"{to_python(self.relation, lambda s: by_symbol[s].name())} is false ({now})"
+
+
+@dataclass(frozen=True)
+class BackendShapeMatch(ShapeMatch):
+    """A relation a backend's own torch ShapeEnv recorded while compiling (Inductor's
+    `s0 // 2 <= 4096`, AOTAutograd's divisibility checks), over torch's sympy functions
+    (FloorDiv, ModularIndexing, PythonMod, ...): printed by torch's own Python printer."""
+
+    def checks(self, c):
+        return [_torch_python(self.relation, {sym: src.expr() for sym, src in self.symbols})]
+
+    def failure(self, values):
+        if bool(self.relation.xreplace(values)):
+            return None
+        now = ", ".join(f"{src.name()} = {values[sym]}" for sym, src in self.symbols)
+        relation = _torch_python(self.relation, {sym: src.name() for sym, src in self.symbols})
+        return f"{relation} is false ({now}; the backend's own guard)"
+
+
+def _torch_python(expr, names: dict) -> str:
+    """`expr` as Python source by torch's printer, each symbol written as `names[symbol]`."""
+    import sympy  # (deferred, as torch's printer: only backends with symbolic sizes come here)
+    from torch.utils._sympy.printers import PythonPrinter
+    return PythonPrinter().doprint(expr.xreplace({s: sympy.Symbol(n, **s.assumptions0) for s, n in names.items()}))

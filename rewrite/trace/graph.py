@@ -65,6 +65,11 @@ class GraphBuilder:
         node.meta["sym_shape"] = sym
         return SymIntVar(node, sym, value, env, source)
 
+    def size_input(self, source: Source, value: int):
+        """A tensor input's size as a graph input of its own, as Dynamo's graphs take one for
+        each symbol in their inputs' sizes (what rewrite/handoff.py gives torch's backends)."""
+        return self._input_node(source, value)
+
     def _input_node(self, source: Source, value):
         """A placeholder for `source`; placeholders go first, in the order inputs were met."""
         name = self._fresh(re.sub(r"\W+", "_", source.name()).strip("_") or "arg")

@@ -1,0 +1,152 @@
+"""A graph with symbolic sizes, handed to a backend as Dynamo hands one over.
+
+rewrite keeps sizes in its own ShapeEnv (`guards/shapes.py`: sympy symbols, a `>= 2` floor,
+duck sizing) and traces on real tensors. A backend from torch's world -- Inductor,
+aot_eager, any AOTAutograd backend, any callable that reads the fake tensors in the graph's
+meta -- expects what Dynamo gives it: real example inputs (SymInts for symbolic Python ints),
+with a `TracingContext` whose `FakeTensorMode` (over one torch `ShapeEnv`) already holds each
+input's fake tensor, its sizes `SymInt`s where they are dynamic; and node meta (`val`,
+`example_value`) computed under that mode. Given real inputs alone, AOTAutograd fakes them
+with static sizes, and the code it makes asserts them: after a size change every call fails
+and runs eagerly.
+
+So, for such a backend (`Handoff`): one torch symbol per dynamic size (duck-sized, as
+rewrite's) and per symbolic int; the meta propagated under the fake mode; the backend called
+inside the tracing context. What the backend assumed about sizes while compiling (guards in
+the torch ShapeEnv: Inductor's `s0 // 2 <= 4096`, divisibility, equalities) comes back as
+`BackendShapeMatch` guards over rewrite's sources, in the entry's guard closure: a size they
+exclude misses and compiles again, never runs code made for other sizes.
+
+rewrite's own backends read sizes from the real example inputs and the graph: they keep
+what they have. Torch's pieces are imported here on first use (only a trace with symbolic
+sizes, for such a backend, comes here).
+"""
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+from .guards.guard import BackendShapeMatch
+from .guards.source import SizeSource
+
+
+def needed(backend, tracer) -> bool:
+    """Whether a backend gets the hand-off: one not marked `rewrite_native` (rewrite's own, or
+    a wrapper of one), for a graph with a symbolic size."""
+    return bool(tracer.shape_env) and not getattr(backend, "rewrite_native", False)
+
+
+class Handoff:
+    """One graph's hand-off (see the module's docstring): made before the GraphModule (each
+    symbol of the inputs' sizes becomes a graph input of its own, as in Dynamo's graphs, so
+    what caches compiled code by its SymInt inputs -- Inductor's FX graph cache -- sees them),
+    then `propagate(gm)`, `call(backend, gm)`, `guards(...)`."""
+
+    def __init__(self, graph):
+        from torch._dynamo.source import LocalSource  # (deferred: torch's tracing stack, for torch's backends)
+        from torch._guards import TracingContext
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatefulSymbolicContext
+        self.env = ShapeEnv()
+        self.mode = FakeTensorMode(shape_env=self.env)
+        self.context = TracingContext(self.mode)
+        self.examples: list = []  # what the backend is called with: real tensors, SymInts for ints
+        self.sources: dict = {}  # torch symbol -> rewrite's source of its value
+        fakes, sizes = [], []
+        for source, value, node in list(graph.inputs):
+            origin = LocalSource(node.name)
+            if isinstance(value, torch.Tensor):
+                sym = node.meta.get("sym_shape") or (0,) * value.dim()
+                dims = [DimDynamic.STATIC if isinstance(s, int) else DimDynamic.DUCK for s in sym]
+                symbolic = StatefulSymbolicContext(dynamic_sizes=dims, constraint_sizes=[None] * value.dim(),
+                                                   tensor_source=origin)
+                fake = self.mode.from_tensor(value, symbolic_context=symbolic, source=origin)
+                self.context.tensor_to_context[value] = symbolic
+                for i, size in enumerate(fake.shape):
+                    if isinstance(size, torch.SymInt) and size.node.expr not in self.sources:
+                        self.sources[size.node.expr] = SizeSource(source, i)
+                        sizes.append((SizeSource(source, i), size))
+                self.examples.append(value)
+                fakes.append(fake)
+            else:  # a symbolic int argument
+                symbol = self.env.create_symbol(value, origin, dynamic_dim=DimDynamic.DYNAMIC)
+                self.sources[symbol] = source
+                fake = self.env.create_symintnode(symbol, hint=value, source=origin)
+                self.examples.append(fake)
+                fakes.append(fake)
+        for source, size in sizes:  # each symbol a graph input of its own, read from its first source
+            graph.size_input(source, size.node.hint)
+            self.examples.append(size)
+            fakes.append(size)
+        self.fakes = fakes
+
+    def propagate(self, gm: torch.fx.GraphModule) -> None:
+        """Each node's `val` / `example_value`: what it computes under the fake mode."""
+        with self.mode, _GlobalState():
+            _Propagate(gm).run(*self.fakes)
+
+    def call(self, backend, gm):
+        from torch._guards import tracing
+        with tracing(self.context):
+            return backend(gm, self.examples)
+
+    def guards(self, pinned: dict) -> list:
+        """What the torch ShapeEnv assumed (the propagation's and the backend's own guards),
+        over rewrite's sources, simplified: those its value ranges prove (every symbol is
+        >= 2) left out, and those that hold for the sizes rewrite's own guards pin (`pinned`:
+        source -> size)."""
+        out = []
+        for guard in self.env.guards:
+            if self.env._maybe_evaluate_static(guard.expr, axioms=()) is not None:
+                continue
+            expr = self.env.simplify(guard.expr)
+            unknown = expr.free_symbols - self.sources.keys()
+            if unknown:  # (a symbol rewrite cannot read: the entry would not be checkable)
+                raise NotImplementedError(f"the backend guards {expr} over {sorted(map(str, unknown))}, which "
+                                          "no input's size gives")
+            symbols = tuple((sym, self.sources[sym]) for sym in sorted(expr.free_symbols, key=str))
+            if not symbols or all(src in pinned for _, src in symbols) and \
+                    bool(expr.xreplace({sym: pinned[src] for sym, src in symbols})):
+                continue
+            out.append(BackendShapeMatch(expr, symbols))
+        return out
+
+
+def pinned_sizes(env) -> dict:
+    """source -> size, for every size rewrite's own ShapeEnv pins to a constant (`s0 == 8`)."""
+    import sympy  # (deferred: imported with the first symbolic size, as everywhere)
+    out = {}
+    for rel in env.relations:
+        if isinstance(rel, sympy.Eq) and isinstance(rel.lhs, sympy.Symbol) and isinstance(rel.rhs, sympy.Integer):
+            for src in env.sources.get(rel.lhs, ()):
+                out[src] = int(rel.rhs)
+    return out
+
+
+class _Propagate(torch.fx.Interpreter):
+    """Runs the graph on fake values, keeping each node's result in its meta; a call made for
+    an effect outside the program (a log record) is not made."""
+
+    def run_node(self, node):
+        result = None if node.meta.get("outward") else super().run_node(node)
+        if node.op != "output":
+            node.meta["val"] = node.meta["example_value"] = result
+        return result
+
+
+class _GlobalState:
+    """Grad mode and autocast as they were, whatever the graph's switches did meanwhile."""
+
+    DEVICES = ("cpu", "cuda")
+
+    def __enter__(self):
+        self.grad = torch.is_grad_enabled()
+        self.autocast = {d: (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in self.DEVICES}
+        return self
+
+    def __exit__(self, *exc):
+        torch._C._set_grad_enabled(self.grad)
+        for device, (enabled, dtype) in self.autocast.items():
+            torch.set_autocast_enabled(device, enabled)
+            torch.set_autocast_dtype(device, dtype)
+        return False

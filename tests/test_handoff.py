@@ -1,0 +1,126 @@
+"""Inductor and AOT backends over changing sizes (issue 31): the graph handed over as Dynamo
+hands it (a torch ShapeEnv, fake inputs with SymInt sizes, meta under the fake mode), and the
+backend's own guards on sizes folded into the entry's. Every result is compared with eager's."""
+import pytest
+import torch
+
+import rewrite
+from rewrite import dispatcher_of, jit
+from rewrite.guards.guard import BackendShapeMatch
+
+from conftest import eager_copy
+
+SIZES = (8, 9, 10, 11, 12, 13, 14, 15)
+
+
+def _close(a, b):
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def _pointwise():
+    def f(x):
+        return (x.sin() * 2 + x.cos()).relu()
+    return f
+
+
+class Counting:
+    """A backend by name, counted: what torch.compile and rewrite each compiled."""
+
+    def __init__(self, name):
+        from torch._dynamo import lookup_backend
+        self.backend, self.count = lookup_backend(name), 0
+
+    def __call__(self, gm, example_inputs):
+        self.count += 1
+        return self.backend(gm, example_inputs)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_over_eight_sizes_compiles_as_often_as_torch_compile(backend):
+    compiles = {}
+    for side in ("torch", "rewrite"):
+        torch._dynamo.reset()
+        f = _pointwise()
+        eager = eager_copy(f)
+        counting = Counting(backend)
+        compiled = torch.compile(f, backend=counting) if side == "torch" else jit(f, backend=counting)
+        for n in SIZES:
+            x = torch.randn(n, 16)
+            _close(compiled(x), eager(x))
+        compiles[side] = counting.count
+    assert compiles["rewrite"] == compiles["torch"] == 2
+    entries = dispatcher_of(f).entries
+    assert len(entries) == 2 and all(e.reason is None for e in entries)
+
+
+def test_a_symbolic_int_argument_reaches_inductor_as_a_symint():
+    def f(x, n):
+        return (x * n).sum(0) + n
+    eager = eager_copy(f)
+    counting = Counting("inductor")
+    jit(f, backend=counting, dynamic=True)
+    for n in (3, 4, 5):
+        x = torch.randn(n + 4, 8)
+        _close(f(x, n), eager(x, n))
+    assert counting.count == 1
+
+
+def test_inductors_own_guard_excludes_a_size_which_then_compiles_again():
+    """Inductor reduces a small tensor one way and guards `numel <= 4096` for it: a larger
+    one misses that entry and compiles again (never runs code made for small ones)."""
+    def f(x):
+        return x.mean() * 2
+    eager = eager_copy(f)
+    jit(f, backend="inductor", dynamic=True)
+    x = torch.randn(8, 16)
+    _close(f(x), eager(x))
+    first = dispatcher_of(f).entries[0]
+    assert any(isinstance(g, BackendShapeMatch) for g in first.guard.guards) and "<= 4096" in first.guard.source
+    big = torch.randn(100, 100)
+    assert "the backend's own guard" in first.guard.failures((big,))[0]
+    _close(f(big), eager(big))
+    assert len(dispatcher_of(f).entries) == 2
+    _close(f(x), eager(x))  # (the first entry still takes small ones)
+    assert len(dispatcher_of(f).entries) == 2
+
+
+def test_a_dynamo_style_backend_gets_real_inputs_and_fake_meta_as_from_dynamo():
+    seen = {}
+
+    def backend(gm, example_inputs):
+        seen["inputs"] = list(example_inputs)
+        seen["vals"] = [n.meta.get("val") for n in gm.graph.nodes if n.op != "output"]
+        from torch._guards import TracingContext
+        seen["context"] = TracingContext.try_get()
+        return gm.forward
+
+    def f(x, n):
+        return x.sum(0) * n
+    eager = eager_copy(f)
+    jit(f, backend=backend, dynamic=True)
+    x = torch.randn(6, 4)
+    _close(f(x, 3), eager(x, 3))
+    real, n, *sizes = seen["inputs"]  # (then each symbol of the sizes, as Dynamo's graphs take them)
+    assert type(real) is torch.Tensor and real.shape == (6, 4) and isinstance(n, torch.SymInt)
+    assert [s.node.hint for s in sizes] == [6, 4] and all(isinstance(s, torch.SymInt) for s in sizes)
+    from torch._subclasses.fake_tensor import FakeTensor
+    fake = seen["vals"][0]
+    assert isinstance(fake, FakeTensor) and all(isinstance(s, torch.SymInt) for s in fake.shape)
+    assert seen["context"] is not None and seen["context"].fake_mode is fake.fake_mode
+
+
+def test_native_backends_keep_the_graph_as_traced():
+    """rewrite's own backends (registered native) read sizes from real inputs: no fake meta."""
+    seen = []
+
+    @rewrite.register_backend(native=True)
+    def plain_check(gm, example_inputs):
+        seen.append([n.meta.get("val") for n in gm.graph.nodes])
+        return gm.forward
+
+    def f(x):
+        return x * 2
+    jit(f, backend="plain_check", dynamic=True)
+    x = torch.randn(5, 3)
+    _close(f(x), x * 2)
+    assert seen and all(v is None for v in seen[0])
