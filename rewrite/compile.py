@@ -204,11 +204,12 @@ def call_backend(cap: Capture, backend_name: str, backend, name: str):
     if not cap.graph_outputs and all(n.op in ("placeholder", "output") for n in graph.graph.nodes):
         return None, None
     try:
-        given = handoff.Handoff(graph) if handoff.needed(backend, cap.tracer) else None  # (before the module:
+        given = handoff.Handoff(graph) if handoff.needed(backend) else None  # (before the module:
         gm = GraphModule(torch.nn.Module(), graph.graph)  # it adds graph inputs)
         gm._rewrite_name = name
+        if given is not None and not given.propagate(gm):
+            given = None  # (a static graph whose meta cannot be faked: as traced)
         if given is not None:
-            given.propagate(gm)
             compiled = given.call(backend, gm)
             for guard in given.guards(handoff.pinned_sizes(cap.tracer.shape_env)):
                 cap.tracer.guards.add(guard)

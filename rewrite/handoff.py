@@ -30,10 +30,11 @@ from .guards.guard import BackendShapeMatch
 from .guards.source import SizeSource
 
 
-def needed(backend, tracer) -> bool:
-    """Whether a backend gets the hand-off: one not marked `rewrite_native` (rewrite's own, or
-    a wrapper of one), for a graph with a symbolic size."""
-    return bool(tracer.shape_env) and not getattr(backend, "rewrite_native", False)
+def needed(backend) -> bool:
+    """Whether a backend gets the hand-off: every one not marked `rewrite_native` (rewrite's
+    own, or a wrapper of one). Static graphs too: Dynamo always gives a fake mode over a
+    ShapeEnv, and a graph holding `nonzero` cannot be faked without one."""
+    return not getattr(backend, "rewrite_native", False)
 
 
 class Handoff:
@@ -47,7 +48,8 @@ class Handoff:
         from torch._guards import TracingContext
         from torch._subclasses.fake_tensor import FakeTensorMode
         from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatefulSymbolicContext
-        self.env = ShapeEnv()
+        # (what the graph holds, rewrite recorded: ops whose output size is data's, numbers from .item())
+        self.env = ShapeEnv(allow_dynamic_output_shape_ops=True, allow_scalar_outputs=True)
         self.mode = FakeTensorMode(shape_env=self.env)
         self.context = TracingContext(self.mode)
         self.examples: list = []  # what the backend is called with: real tensors, SymInts for ints
@@ -80,10 +82,24 @@ class Handoff:
             fakes.append(size)
         self.fakes = fakes
 
-    def propagate(self, gm: torch.fx.GraphModule) -> None:
-        """Each node's `val` / `example_value`: what it computes under the fake mode."""
-        with self.mode, _GlobalState():
-            _Propagate(gm).run(*self.fakes)
+    def propagate(self, gm: torch.fx.GraphModule) -> bool:
+        """Each node's `val` / `example_value`: what it computes under the fake mode. False
+        (the meta left as traced) where a static graph's node cannot run on fake values (a
+        function allowed in the graph that reads data): such a graph goes to the backend as
+        traced, with real inputs. A graph with symbolic sizes cannot: that raises."""
+        traced = {node: node.meta.get("example_value") for node in gm.graph.nodes}
+        try:
+            with self.mode, _GlobalState():
+                _Propagate(gm, self.env).run(*self.fakes)
+        except Exception:
+            if self.sources:
+                raise
+            for node, value in traced.items():
+                node.meta["example_value"] = value
+                node.meta.pop("val", None)
+                node.meta.pop("unbacked_bindings", None)
+            return False
+        return True
 
     def call(self, backend, gm):
         from torch._guards import tracing
@@ -125,12 +141,22 @@ def pinned_sizes(env) -> dict:
 
 class _Propagate(torch.fx.Interpreter):
     """Runs the graph on fake values, keeping each node's result in its meta; a call made for
-    an effect outside the program (a log record) is not made."""
+    an effect outside the program (a log record) is not made. A size an op makes from data
+    (`nonzero`) is an unbacked symbol, bound to the node that made it, as Dynamo binds it."""
+
+    def __init__(self, gm, shapes):
+        super().__init__(gm)
+        self.shapes = shapes  # (the torch ShapeEnv; an Interpreter's `env` is its values)
 
     def run_node(self, node):
+        from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
         result = None if node.meta.get("outward") else super().run_node(node)
         if node.op != "output":
             node.meta["val"] = node.meta["example_value"] = result
+            if self.shapes.pending_fresh_unbacked_symbols:
+                bindings = compute_unbacked_bindings(self.shapes, result)
+                if bindings:
+                    node.meta["unbacked_bindings"] = bindings
         return result
 
 

@@ -237,3 +237,17 @@ def test_in_place_size_changes_and_max_of_one_size_once_dynamic():
         return x.shape, x.unsqueeze(0).expand(2, *x.shape)
 
     run_sizes(h, lambda n: (torch.zeros(n, n), torch.ones(())), [2, 3, 4])
+
+
+def test_transposes_and_a_view_with_a_divided_size_stay_symbolic():
+    """`x.t()` and `x.view(n // 2, -1)` have rules (they specialized before): two compiles over
+    five sizes, the view guarded on the division being exact."""
+    def f(x):
+        return (x @ x.t()).relu()
+
+    def g(x):
+        return x.view(x.shape[0] // 2, -1).sum(1)
+
+    assert run_sizes(f, lambda n: (torch.randn(n, 8),), [2, 3, 4, 5, 6]).compiles == 2
+    d = run_sizes(g, lambda n: (torch.randn(2 * n, 3),), [2, 3, 4, 5, 6])
+    assert d.compiles == 2 and "% (" in d.entries[0].guard.source

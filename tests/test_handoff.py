@@ -124,3 +124,32 @@ def test_native_backends_keep_the_graph_as_traced():
     x = torch.randn(5, 3)
     _close(f(x), x * 2)
     assert seen and all(v is None for v in seen[0])
+
+
+def test_a_graph_holding_nonzero_reaches_aot_with_a_shape_env():
+    """Static graphs get the hand-off too: faking `nonzero` needs a ShapeEnv (Dynamo always has one)."""
+    def f(x):
+        i = x.nonzero()
+        return (i * 2).sum(), x.sin()
+    eager = eager_copy(f)
+    jit(f, backend="aot_eager")
+    for x in (torch.tensor([0.0, 1.0, 2.0, 0.0, 3.0]), torch.tensor([1.0, 0.0, 2.0, 5.0, 3.0])):
+        got, want = f(x), eager(x)
+        _close(got[0], want[0]), _close(got[1], want[1])
+    assert all(e.reason is None for e in dispatcher_of(f).entries)
+
+
+def test_the_graphs_mode_switches_do_not_leak_out_of_the_hand_off():
+    def f(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ x.t()
+        with torch.no_grad():
+            z = y.float() * 2
+        return z.relu()
+    eager = eager_copy(f)
+    jit(f, backend="aot_eager")
+    for n in (3, 4, 5):
+        x = torch.randn(n, 8)
+        torch.testing.assert_close(f(x), eager(x), rtol=1e-2, atol=1e-2)
+        assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
+    assert dispatcher_of(f).compiles == 2

@@ -225,6 +225,7 @@ def test_torch_dynamo_imported_after_rewrite_is_followed_from_its_import():
                 calls.append(1)
                 return gm.forward(*args)
             return run
+        counting.rewrite_native = True  # (takes the graph as traced: no torch fake tensors, no torch._dynamo)
         @rewrite.jit(backend=counting)
         def f(x):
             return x * 2 + 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sympy
 import torch
 
+from ..symbolic import FloorDiv, PyMod
 from ..values.vars import ConstVar, ListVar, SymIntVar, TensorVar, TupleVar, Var
 
 
@@ -118,9 +119,12 @@ def view(env, args, kwargs):
     if len(known) < len(sizes) - 1:
         raise NoRule("two -1s")
     if len(known) == len(sizes) - 1:
-        rest = sympy.simplify(total / sympy.Mul(*known)) if known else total
-        if not (isinstance(rest, int) or rest.is_integer):
-            raise NoRule("inferred size is not a whole product")
+        part = sympy.Mul(*known) if known else 1
+        rest = sympy.simplify(total / part)
+        if not (isinstance(rest, int) or rest.is_integer):  # (x.view(n // 2, -1)): exact now, a guard that it stays so
+            if not env.equal(PyMod(total, part), 0):
+                raise NoRule("inferred size is not a whole product")
+            rest = FloorDiv(total, part)
         sizes = [rest if isinstance(s, int) and s == -1 else s for s in sizes]
     if not env.equal(sympy.expand(sympy.Mul(*sizes)), sympy.expand(total)):
         raise NoRule("view of another numel")
@@ -401,7 +405,7 @@ for _names, _rule in [
     (("view", "reshape"), view),
     (("flatten",), flatten),
     (("permute",), permute),
-    (("transpose", "swapaxes", "swapdims"), transpose),
+    (("transpose", "swapaxes", "swapdims", "t", "transpose_", "swapaxes_", "swapdims_", "t_"), transpose),
     (("unsqueeze", "unsqueeze_"), unsqueeze),
     (("squeeze", "squeeze_"), squeeze),
     (("expand",), expand),
