@@ -13,6 +13,7 @@ from .bytecode.compat import CO_GENERATOR_LIKE
 from .callees import dispatcher_of, rewrite_code  # noqa: F401  (rewrite.dispatcher_of)
 from .dispatch import Dispatcher, Options  # noqa: F401  (Dispatcher: the import hook makes Dispatchers through
 # this module)
+from .ops.modules import wrapped
 from .registry import ALLOWED, DISABLED, OWNER, lookup_backend
 
 dynamo.watch()  # torch.compile of jitted code (or of code calling it) reads the original instructions
@@ -134,7 +135,13 @@ def _jit_module(module, backend, fullgraph, dynamic):
 
     The forward compiled is what the instance's `forward` is: the class's method, or an
     instance attribute that wrappers put there (accelerate's hooks bind
-    `functools.partial(new_forward, module)`, adapters a closure or another object's method)."""
+    `functools.partial(new_forward, module)`, adapters a closure or another object's method).
+    A DistributedDataParallel is returned as it is, the module it wraps jitted: DDP's own
+    forward (its reducer's pre- and post-forward) runs as it is, around the compiled one."""
+    inner = wrapped(module)
+    if inner is not None and inner is not module:  # DDP: its own forward (the reducer's) runs as it is
+        _jit_module(inner, backend, fullgraph, dynamic)
+        return module
     options = {"backend": backend, "fullgraph": fullgraph, "dynamic": dynamic}
     own = module.__dict__.get("forward")
     mark = getattr(own, "__rewrite_module_forward__", None)

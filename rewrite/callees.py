@@ -32,6 +32,7 @@ from .bytecode import is_rewritten, original_code, splice_prologue
 from .bytecode.compat import CO_GENERATOR_LIKE
 from .dispatch import MISS, Dispatcher
 from .ops.markers import disabled, python_library
+from .ops.modules import wrapped
 from .registry import DISABLED, OWNER
 from .slot import Options, slot_of
 
@@ -205,6 +206,9 @@ def forget() -> None:
 
 
 def _module(module: torch.nn.Module, options: Options):
+    if wrapped(module) is not None:  # DDP, FSDP2: the wrapper runs as it is, the forward it calls compiles
+        compile_in_place(module, options)
+        return module
     if type(module).__call__ is not _MODULE_CALL or getattr(module, "_compiled_call_impl", None) is not None \
             or _has_hooks(module) or "forward" in module.__dict__:
         return module
@@ -214,6 +218,19 @@ def _module(module: torch.nn.Module, options: Options):
         if func is not forward:
             return _METHOD(func, module)
     return module
+
+
+def compile_in_place(module: torch.nn.Module, options: Options) -> None:
+    """Bind a jitted copy of the module's class forward on the module itself (once; not over a
+    forward the instance has of its own): what a wrapper calls (DDP's `self.module(...)`, an
+    FSDP2 module's `__call__` between its hooks). DDP's wrapped module goes the same way."""
+    inner = wrapped(module)
+    if inner is not None and inner is not module:
+        compile_in_place(inner, options)
+        return
+    forward = getattr(type(module), "forward", None)  # (torch's own too -- nn.Sequential -- as jit(module) does)
+    if "forward" not in module.__dict__ and type(forward) is _FUNCTION and _compilable(forward, library=True):
+        module.forward = _METHOD(_make(forward, options), module)
 
 
 def _copy(fn: types.FunctionType, options: Options):
@@ -303,11 +320,13 @@ def _library_file(filename: str) -> bool:
     return path.startswith(_OURS) or path.startswith(_STDLIB) and not path.startswith(_SITE)
 
 
-def _compilable(fn: types.FunctionType) -> bool:
+def _compilable(fn: types.FunctionType, library: bool = False) -> bool:
+    """Whether a routed call compiles `fn`; with `library`, torch's own functions too (a module's
+    forward compiled as jit(module) compiles it)."""
     code = fn.__code__
     if code.co_flags & CO_GENERATOR_LIKE or fn in DISABLED or disabled(fn) is not None:
         return False
-    if python_library(fn):  # torch.optim, torch.amp: Python libraries, compiled as user code is
+    if python_library(fn) or library:  # torch.optim, torch.amp: Python libraries, compiled as user code is
         return not is_rewritten(code)
     module = (fn.__module__ or "").partition(".")[0]
     if module in _SKIPPED_MODULES or _library_file(code.co_filename):
@@ -347,9 +366,12 @@ def rewrite_code(target: types.FunctionType, options: Options, share: tuple = ()
 
 def dispatcher_of(fn) -> Dispatcher:
     """The dispatcher behind a jitted function (its cache entries, guards and graphs); of a
-    jitted module, its forward's."""
+    jitted module, its forward's; of a DDP, its wrapped module's."""
     if isinstance(fn, torch.nn.Module):
-        fn = fn.forward
+        inner = wrapped(fn)  # (DDP: the module it wraps is what compiles)
+        fn = dispatcher_of(inner) if inner is not None and inner is not fn else fn.forward
+        if isinstance(fn, Dispatcher):
+            return fn
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
     code = getattr(target, "__code__", None)
     slot = slot_of(code) if isinstance(code, types.CodeType) and is_rewritten(code) else None

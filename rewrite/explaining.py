@@ -82,6 +82,8 @@ def explain(fn, backend=None):
             return lookup_backend(name)[1](gm, example_inputs)
 
         recording.__name__ = backend if isinstance(backend, str) else "python"  # same guards as a real run
+        # (and the same hand-off: rewrite's own backends take the graph as traced)
+        recording.rewrite_native = backend is None or getattr(lookup_backend(backend)[1], "rewrite_native", False)
 
         target = fn.__func__ if isinstance(fn, types.MethodType) else fn
         copy = types.FunctionType(original_code(target.__code__), target.__globals__, target.__name__,

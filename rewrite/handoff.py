@@ -23,6 +23,8 @@ sizes, for such a backend, comes here).
 """
 from __future__ import annotations
 
+import sys
+
 import torch
 import torch.fx
 
@@ -56,7 +58,7 @@ class Handoff:
         self.sources: dict = {}  # torch symbol -> rewrite's source of its value
         fakes, sizes = [], []
         for source, value, node in list(graph.inputs):
-            origin = LocalSource(node.name)
+            origin = node._dynamo_source = LocalSource(node.name)  # (where Dynamo's graphs keep theirs)
             if isinstance(value, torch.Tensor):
                 sym = node.meta.get("sym_shape") or (0,) * value.dim()
                 dims = [DimDynamic.STATIC if isinstance(s, int) else DimDynamic.DUCK for s in sym]
@@ -64,6 +66,8 @@ class Handoff:
                                                    tensor_source=origin)
                 fake = self.mode.from_tensor(value, symbolic_context=symbolic, source=origin)
                 self.context.tensor_to_context[value] = symbolic
+                if isinstance(value, torch.nn.Parameter):  # (what CUDA graphs keep in place, as Dynamo marks it)
+                    node.meta["tensor_dict"] = {"_dynamo_static_input_type": "unguarded"}
                 for i, size in enumerate(fake.shape):
                     if isinstance(size, torch.SymInt) and size.node.expr not in self.sources:
                         self.sources[size.node.expr] = SizeSource(source, i)
@@ -77,7 +81,8 @@ class Handoff:
                 self.examples.append(fake)
                 fakes.append(fake)
         for source, size in sizes:  # each symbol a graph input of its own, read from its first source
-            graph.size_input(source, size.node.hint)
+            node = graph.size_input(source, size.node.hint)
+            node._dynamo_source = LocalSource(node.name)
             self.examples.append(size)
             fakes.append(size)
         self.fakes = fakes
@@ -103,8 +108,9 @@ class Handoff:
 
     def call(self, backend, gm):
         from torch._guards import tracing
+        gm._param_name_to_source, gm._source_to_user_stacks = {}, {}  # (as Dynamo's: its inputs are placeholders)
         with tracing(self.context):
-            return backend(gm, self.examples)
+            return _split_for_ddp(backend)(gm, self.examples)
 
     def guards(self, pinned: dict) -> list:
         """What the torch ShapeEnv assumed (the propagation's and the backend's own guards),
@@ -126,6 +132,27 @@ class Handoff:
                 continue
             out.append(BackendShapeMatch(expr, symbols))
         return out
+
+
+def _split_for_ddp(backend):
+    """Inside a DDP's forward (DDP marks itself active around the wrapped module's call, where
+    that module's forward compiles), the backend compiles the graph split at DDP's bucket
+    boundaries, by torch's own DDPOptimizer as Dynamo does: each bucket's gradients are ready,
+    and its all-reduce can start, while backward still runs through the graphs before it. (With
+    rewrite's own backends backward is eager autograd: DDP's per-parameter hooks overlap
+    already.) `torch._dynamo.config.optimize_ddp` other than "ddp_optimizer" turns it off."""
+    ddp = sys.modules.get("torch.nn.parallel.distributed")
+    active = ddp.DistributedDataParallel._get_active_ddp_module() if ddp is not None else None
+    if active is None:
+        return backend
+    from torch._dynamo.backends.distributed import DDPOptimizer
+    from torch._dynamo.utils import get_optimize_ddp_mode
+    if get_optimize_ddp_mode() != "ddp_optimizer":
+        return backend
+    first = min(getattr(torch.distributed, "_DEFAULT_FIRST_BUCKET_BYTES", active.bucket_bytes_cap),
+                active.bucket_bytes_cap)  # (a bucket_cap_mb under DDP's 1 MiB first bucket: DDPOptimizer asserts)
+    return DDPOptimizer(bucket_bytes_cap=active.bucket_bytes_cap, backend_compile_fn=backend,
+                        first_bucket_cap=first).compile_fn
 
 
 def pinned_sizes(env) -> dict:

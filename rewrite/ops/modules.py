@@ -11,6 +11,7 @@ a graph break at the call.
 from __future__ import annotations
 
 import inspect
+import sys
 import types
 
 import torch
@@ -28,9 +29,41 @@ GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_b
                 "_global_backward_pre_hooks")
 
 
+# distributed wrappers: a call of one runs as it is (a graph break), around a forward that compiles
+# on its own (rewrite/callees.py binds it). Module name, class, the attribute holding the module
+# whose forward compiles (None: the module itself), what runs as it is.
+WRAPPERS = (
+    ("torch.nn.parallel.distributed", "DistributedDataParallel", "module",
+     "its own forward (the reducer's pre- and post-forward)"),
+    ("torch.distributed.fsdp._fully_shard._fully_shard", "FSDPModule", None,
+     "its FSDP hooks (all-gathers before the forward, reshards after)"),
+)
+
+
+def _wrapper(m):
+    for module, name, attr, what in WRAPPERS:
+        found = sys.modules.get(module)
+        cls = getattr(found, name, None) if found is not None else None
+        if cls is not None and isinstance(m, cls):
+            return attr, what
+    return None
+
+
+def wrapped(m) -> "torch.nn.Module | None":
+    """The module whose forward compiles when `m` is a distributed wrapper (DDP: the module it
+    wraps; an FSDP2 module: itself, its hooks left to run as they are); None otherwise. Never
+    imports the wrapper's module."""
+    row = _wrapper(m)
+    return None if row is None else m if row[0] is None else getattr(m, row[0])
+
+
 def call_module(frame, var: ObjectVar, args: list[Var], kwargs: dict[str, Var]) -> Var:
     m, tracer = var.value, frame.tracer
     cls = type(m)
+    row = _wrapper(m)
+    if row is not None:
+        raise Unsupported(f"call to {cls.__qualname__}: {row[1]} run as they are; the forward it calls compiles "
+                          "on its own")
     if cls.__call__ is not torch.nn.Module.__call__:
         raise Unsupported(f"call to {cls.__qualname__}, which overrides nn.Module.__call__")
     if any(getattr(module_globals, name, None) for name in GLOBAL_HOOKS):
