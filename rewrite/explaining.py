@@ -19,6 +19,7 @@ import torch
 from . import dispatch
 from .api import dispatcher_of, jit
 from .bytecode import original_code
+from .ops.modules import wrapped
 from .registry import default_backend, lookup_backend
 
 
@@ -66,7 +67,8 @@ class ExplainOutput:
 def explain(fn, backend=None):
     """`explain(fn)(*args, **kwargs)` -> ExplainOutput for that one call."""
     if isinstance(fn, torch.nn.Module):  # its forward, bound to it (hooks aside, as Dynamo's explain)
-        return explain(fn.forward, backend=backend)
+        inner = wrapped(fn)  # (DDP: the forward of the module it wraps, what compiles)
+        return explain((inner if inner is not None else fn).forward, backend=backend)
     if isinstance(fn, functools.partial):  # (a forward that wrappers made a partial)
         inner = explain(fn.func, backend=backend)
         return lambda *args, **kwargs: inner(*fn.args, *args, **{**fn.keywords, **kwargs})

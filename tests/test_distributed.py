@@ -48,6 +48,8 @@ def _rank(rank: int, world: int, port: int, how: str) -> None:
         assert all(torch.equal(p, q) for p, q in zip(compiled.parameters(), eager.parameters()))
         entries = rewrite.dispatcher_of(compiled).entries  # (the wrapped module's)
         assert entries and entries[0].reason is None and entries[0].ops > 0, [(e.ops, e.reason) for e in entries]
+        report = rewrite.explain(compiled)(torch.randn(5, 8))  # (the wrapped module's forward)
+        assert report.graph_count == 1 and report.graph_break_count == 0, report
     finally:
         dist.destroy_process_group()
 
