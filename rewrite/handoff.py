@@ -113,15 +113,19 @@ class Handoff:
             return _split_for_ddp(backend)(gm, self.examples)
 
     def guards(self, pinned: dict) -> list:
-        """What the torch ShapeEnv assumed (the propagation's and the backend's own guards),
-        over rewrite's sources, simplified: those its value ranges prove (every symbol is
-        >= 2) left out, and those that hold for the sizes rewrite's own guards pin (`pinned`:
-        source -> size)."""
+        """What the torch ShapeEnv assumed (the propagation's and the backend's own guards, and
+        its replacements), over rewrite's sources, simplified: those its value ranges prove
+        (every symbol is >= 2) left out, and those that hold for the sizes rewrite's own guards
+        pin (`pinned`: source -> size)."""
+        import sympy  # (deferred: imported with torch's ShapeEnv)
+        # what the ShapeEnv replaced a symbol by (a size it specialized, `s0 == 8`; two it found
+        # equal): a guard each -- once replaced, the guards that decided it read as trivially true
+        checks = [sympy.Eq(sym, self.env.replace(sym)) for sym in self.sources if self.env.replace(sym) != sym]
+        checks += self._ranges()
+        checks += [self.env.simplify(g.expr) for g in self.env.guards  # (not those its ranges prove)
+                   if self.env._maybe_evaluate_static(g.expr, axioms=()) is None]
         out = []
-        for guard in self.env.guards:
-            if self.env._maybe_evaluate_static(guard.expr, axioms=()) is not None:
-                continue
-            expr = self.env.simplify(guard.expr)
+        for expr in checks:
             unknown = expr.free_symbols - self.sources.keys()
             if unknown:  # (a symbol rewrite cannot read: the entry would not be checkable)
                 raise NotImplementedError(f"the backend guards {expr} over {sorted(map(str, unknown))}, which "
@@ -131,6 +135,23 @@ class Handoff:
                     bool(expr.xreplace({sym: pinned[src] for sym, src in symbols})):
                 continue
             out.append(BackendShapeMatch(expr, symbols))
+        return out
+
+
+    def _ranges(self) -> list:
+        """Each symbol's range beyond `>= 2`, as the ShapeEnv refined it: a guard on one symbol
+        (`s0 <= 4096`) narrows its range, and is then proved by it, so the range is the guard."""
+        import sympy  # (deferred: imported with torch's ShapeEnv)
+        from torch.utils._sympy.numbers import int_oo
+        out = []
+        for sym in self.sources:
+            bounds = self.env.var_to_range.get(sym)
+            if bounds is None or self.env.replace(sym) != sym:
+                continue
+            if bounds.lower > 2:
+                out.append(sympy.Ge(sym, bounds.lower))
+            if bounds.upper not in (int_oo, sympy.oo):
+                out.append(sympy.Le(sym, bounds.upper))
         return out
 
 

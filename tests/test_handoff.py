@@ -153,3 +153,31 @@ def test_the_graphs_mode_switches_do_not_leak_out_of_the_hand_off():
         torch.testing.assert_close(f(x), eager(x), rtol=1e-2, atol=1e-2)
         assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
     assert dispatcher_of(f).compiles == 2
+
+
+def _deciding(decide):
+    """A backend that decides on the first input's size (as a backend choosing code by size
+    does) and makes code valid only for that decision: it returns the decision."""
+    def backend(gm, example_inputs):
+        val = next(n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder")
+        made = decide(val.shape[0])
+
+        def run(*args):
+            return tuple(torch.full_like(o, made) for o in gm.forward(*args))
+        return run
+    return backend
+
+
+@pytest.mark.parametrize("decide, sizes", [
+    (lambda n: int(n), (8, 9)),  # specializes the size: torch replaces the symbol by 8
+    (lambda n: 1 if n <= 100 else 2, (8, 200)),  # a range: torch narrows the symbol's range
+])
+def test_what_a_backend_decides_on_a_size_guards_the_entry(decide, sizes):
+    """Decisions that torch's ShapeEnv keeps as a replacement or a narrowed range (not in its
+    guard list once made) still guard the entry: another size compiles again."""
+    def f(x):
+        return x + 1
+    jit(f, backend=_deciding(decide), dynamic=True)
+    for n in sizes:
+        assert f(torch.zeros(n))[0].item() == decide(n)  # (what code made for n returns)
+    assert dispatcher_of(f).compiles == 2
