@@ -50,6 +50,7 @@ def _rank(rank: int, world: int, port: int, how: str) -> None:
         assert entries and entries[0].reason is None and entries[0].ops > 0, [(e.ops, e.reason) for e in entries]
         report = rewrite.explain(compiled)(torch.randn(5, 8))  # (the wrapped module's forward)
         assert report.graph_count == 1 and report.graph_break_count == 0, report
+        dist.barrier()  # (both ranks done before either tears the group down)
     finally:
         dist.destroy_process_group()
 
@@ -77,6 +78,7 @@ def _fsdp_rank(rank: int, world: int, port: int) -> None:
         layers = [rewrite.dispatcher_of(compiled[i]).entries for i in (0, 2)]  # each sharded layer's forward
         assert all(e and all(x.ops > 0 and x.reason is None for x in e) for e in layers), layers
         assert "FSDP hooks" in rewrite.dispatcher_of(compiled).entries[0].graph_break
+        dist.barrier()  # (both ranks done before either tears the group down)
     finally:
         dist.destroy_process_group()
 
@@ -109,6 +111,7 @@ def _split_rank(rank: int, world: int, port: int) -> None:
             torch.testing.assert_close(p, q)
         assert len(graphs) >= 2, len(graphs)  # the forward split at DDP's buckets
         assert rewrite.dispatcher_of(compiled).compiles == 1
+        dist.barrier()  # (both ranks done before either tears the group down)
     finally:
         dist.destroy_process_group()
 

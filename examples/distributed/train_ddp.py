@@ -48,6 +48,7 @@ def main() -> None:
     dist.init_process_group("gloo")  # (torchrun's or _spawned's environment)
     try:
         train(dist.get_rank(), dist.get_world_size())
+        dist.barrier()  # (both ranks done before either tears the group down: gloo can abort otherwise)
     finally:
         dist.destroy_process_group()
 
