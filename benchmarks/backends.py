@@ -71,11 +71,8 @@ def _fresh(obj):
 
 
 def _call(fn, args):
-    if isinstance(fn, torch.nn.Module) and len(args) == 2 and args[0].dtype == torch.long and args[0].dim() == 2 \
-            and hasattr(fn, "config") and fn.config.is_encoder_decoder:
-        return fn(input_ids=args[0], decoder_input_ids=args[1])
-    if hasattr(fn, "config"):
-        return fn(input_ids=args[0])
+    if hasattr(fn, "config"):  # a transformers model: token ids (and T5's decoder ids) by keyword
+        return fn(input_ids=args[0], **({"decoder_input_ids": args[1]} if len(args) == 2 else {}))
     return fn(*args)
 
 

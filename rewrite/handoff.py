@@ -120,8 +120,9 @@ class Handoff:
         import sympy  # (deferred: imported with torch's ShapeEnv)
         # what the ShapeEnv replaced a symbol by (a size it specialized, `s0 == 8`; two it found
         # equal): a guard each -- once replaced, the guards that decided it read as trivially true
-        checks = [sympy.Eq(sym, self.env.replace(sym)) for sym in self.sources if self.env.replace(sym) != sym]
-        checks += self._ranges()
+        now = {sym: self.env.replace(sym) for sym in self.sources}
+        checks = [sympy.Eq(sym, expr) for sym, expr in now.items() if expr != sym]
+        checks += self._ranges([sym for sym, expr in now.items() if expr == sym])
         checks += [self.env.simplify(g.expr) for g in self.env.guards  # (not those its ranges prove)
                    if self.env._maybe_evaluate_static(g.expr, axioms=()) is None]
         out = []
@@ -138,15 +139,16 @@ class Handoff:
         return out
 
 
-    def _ranges(self) -> list:
-        """Each symbol's range beyond `>= 2`, as the ShapeEnv refined it: a guard on one symbol
-        (`s0 <= 4096`) narrows its range, and is then proved by it, so the range is the guard."""
+    def _ranges(self, symbols: list) -> list:
+        """Each (unreplaced) symbol's range beyond `>= 2`, as the ShapeEnv refined it: a guard on
+        one symbol (`s0 <= 4096`) narrows its range, and is then proved by it, so the range is
+        the guard."""
         import sympy  # (deferred: imported with torch's ShapeEnv)
         from torch.utils._sympy.numbers import int_oo
         out = []
-        for sym in self.sources:
+        for sym in symbols:
             bounds = self.env.var_to_range.get(sym)
-            if bounds is None or self.env.replace(sym) != sym:
+            if bounds is None:
                 continue
             if bounds.lower > 2:
                 out.append(sympy.Ge(sym, bounds.lower))

@@ -11,112 +11,92 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from test_training import mlp, train_step
+
 pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="no gloo")
 
 
-def _model():
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
-
-
-def _step(model, opt, x, y):
-    opt.zero_grad()
-    loss = torch.nn.functional.mse_loss(model(x), y)
-    loss.backward()
-    opt.step()
-    return loss
-
-
-def _rank(rank: int, world: int, port: int, how: str) -> None:
+def _worker(rank: int, world: int, port: int, check, *args) -> None:
+    """One rank: its gloo group around `check(rank, *args)`."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
-        import rewrite
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        compiled, eager = DDP(_model()), DDP(_model())
-        opt, eager_opt = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (compiled, eager))
-        eager_step = types.FunctionType(_step.__code__, _step.__globals__)
-        if how == "module":
-            assert rewrite.jit(compiled) is compiled
-            step = eager_step
-        else:
-            step = rewrite.jit(types.FunctionType(_step.__code__, _step.__globals__))
-        for i in range(4):
-            torch.manual_seed(100 + 10 * rank + i)  # each rank its own batch: the all-reduce matters
-            x, y = torch.randn(5, 8), torch.randn(5, 4)
-            assert torch.equal(step(compiled, opt, x, y), eager_step(eager, eager_opt, x, y))
-        assert all(torch.equal(p, q) for p, q in zip(compiled.parameters(), eager.parameters()))
-        entries = rewrite.dispatcher_of(compiled).entries  # (the wrapped module's)
-        assert entries and entries[0].reason is None and entries[0].ops > 0, [(e.ops, e.reason) for e in entries]
-        report = rewrite.explain(compiled)(torch.randn(5, 8))  # (the wrapped module's forward)
-        assert report.graph_count == 1 and report.graph_break_count == 0, report
+        check(rank, *args)
         dist.barrier()  # (both ranks done before either tears the group down)
     finally:
         dist.destroy_process_group()
     _leave()
 
 
-def _fsdp_rank(rank: int, world: int, port: int) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        import rewrite
-        from torch.distributed.fsdp import fully_shard
-        compiled, eager = _model(), _model()
-        for model in (compiled, eager):
-            for layer in model:
-                if isinstance(layer, torch.nn.Linear):
-                    fully_shard(layer)
-            fully_shard(model)
-        opt, eager_opt = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (compiled, eager))
+def _ddp(rank: int, how: str) -> None:
+    import rewrite
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    compiled, eager = DDP(mlp()), DDP(mlp())
+    opt, eager_opt = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (compiled, eager))
+    eager_step = types.FunctionType(train_step.__code__, train_step.__globals__)
+    if how == "module":
         assert rewrite.jit(compiled) is compiled
-        for i in range(4):
-            torch.manual_seed(100 + 10 * rank + i)
-            x, y = torch.randn(5, 8), torch.randn(5, 4)
-            assert torch.equal(_step(compiled, opt, x, y), _step(eager, eager_opt, x, y))
-        assert all(torch.equal(p.full_tensor(), q.full_tensor()) for p, q in zip(compiled.parameters(),
-                                                                                   eager.parameters()))
-        layers = [rewrite.dispatcher_of(compiled[i]).entries for i in (0, 2)]  # each sharded layer's forward
-        assert all(e and all(x.ops > 0 and x.reason is None for x in e) for e in layers), layers
-        assert "FSDP hooks" in rewrite.dispatcher_of(compiled).entries[0].graph_break
-        dist.barrier()  # (both ranks done before either tears the group down)
-    finally:
-        dist.destroy_process_group()
-    _leave()
+        step = eager_step
+    else:
+        step = rewrite.jit(types.FunctionType(train_step.__code__, train_step.__globals__))
+    for i in range(4):
+        torch.manual_seed(100 + 10 * rank + i)  # each rank its own batch: the all-reduce matters
+        x, y = torch.randn(5, 8), torch.randn(5, 4)
+        assert torch.equal(step(compiled, opt, x, y), eager_step(eager, eager_opt, x, y))
+    assert all(torch.equal(p, q) for p, q in zip(compiled.parameters(), eager.parameters()))
+    entries = rewrite.dispatcher_of(compiled).entries  # (the wrapped module's)
+    assert entries and entries[0].reason is None and entries[0].ops > 0, [(e.ops, e.reason) for e in entries]
+    report = rewrite.explain(compiled)(torch.randn(5, 8))  # (the wrapped module's forward)
+    assert report.graph_count == 1 and report.graph_break_count == 0, report
 
 
-def _split_rank(rank: int, world: int, port: int) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        import rewrite
-        from torch._dynamo import lookup_backend
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        graphs, aot_eager = [], lookup_backend("aot_eager")
+def _fsdp(rank: int) -> None:
+    import rewrite
+    from torch.distributed.fsdp import fully_shard
+    compiled, eager = mlp(), mlp()
+    for model in (compiled, eager):
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer)
+        fully_shard(model)
+    opt, eager_opt = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (compiled, eager))
+    assert rewrite.jit(compiled) is compiled
+    for i in range(4):
+        torch.manual_seed(100 + 10 * rank + i)
+        x, y = torch.randn(5, 8), torch.randn(5, 4)
+        assert torch.equal(train_step(compiled, opt, x, y), train_step(eager, eager_opt, x, y))
+    assert all(torch.equal(p.full_tensor(), q.full_tensor()) for p, q in zip(compiled.parameters(),
+                                                                               eager.parameters()))
+    layers = [rewrite.dispatcher_of(compiled[i]).entries for i in (0, 2)]  # each sharded layer's forward
+    assert all(e and all(x.ops > 0 and x.reason is None for x in e) for e in layers), layers
+    assert "FSDP hooks" in rewrite.dispatcher_of(compiled).entries[0].graph_break
 
-        def counting(gm, example_inputs):
-            graphs.append(gm)
-            return aot_eager(gm, example_inputs)
 
-        def make():
-            torch.manual_seed(0)
-            return DDP(torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
-                                           torch.nn.ReLU(), torch.nn.Linear(256, 4)), bucket_cap_mb=0.1)
-        compiled, eager = make(), make()
-        rewrite.jit(compiled, backend=counting)
-        opt, eager_opt = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (compiled, eager))
-        for i in range(4):
-            torch.manual_seed(100 + 10 * rank + i)
-            x, y = torch.randn(5, 64), torch.randn(5, 4)
-            torch.testing.assert_close(_step(compiled, opt, x, y), _step(eager, eager_opt, x, y))
-        for p, q in zip(compiled.parameters(), eager.parameters()):
-            torch.testing.assert_close(p, q)
-        assert len(graphs) >= 2, len(graphs)  # the forward split at DDP's buckets
-        assert rewrite.dispatcher_of(compiled).compiles == 1
-        dist.barrier()  # (both ranks done before either tears the group down)
-    finally:
-        dist.destroy_process_group()
-    _leave()
+def _split(rank: int) -> None:
+    import rewrite
+    from torch._dynamo import lookup_backend
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    graphs, aot_eager = [], lookup_backend("aot_eager")
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return aot_eager(gm, example_inputs)
+
+    def make():
+        torch.manual_seed(0)
+        return DDP(torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
+                                       torch.nn.ReLU(), torch.nn.Linear(256, 4)), bucket_cap_mb=0.1)
+    compiled, eager = make(), make()
+    rewrite.jit(compiled, backend=counting)
+    opt, eager_opt = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (compiled, eager))
+    for i in range(4):
+        torch.manual_seed(100 + 10 * rank + i)
+        x, y = torch.randn(5, 64), torch.randn(5, 4)
+        torch.testing.assert_close(train_step(compiled, opt, x, y), train_step(eager, eager_opt, x, y))
+    for p, q in zip(compiled.parameters(), eager.parameters()):
+        torch.testing.assert_close(p, q)
+    assert len(graphs) >= 2, len(graphs)  # the forward split at DDP's buckets
+    assert rewrite.dispatcher_of(compiled).compiles == 1
 
 
 def _leave() -> None:
@@ -139,20 +119,20 @@ def _free_port() -> int:
 def test_ddp_compiles_the_wrapped_forward_and_trains_as_eager_ddp(how):
     """jit(DDP(model)), or a jitted training step over a DDP model: parameters after 4 steps
     equal eager DDP's on both ranks, and each rank ran a compiled entry with ops."""
-    mp.spawn(_rank, args=(2, _free_port(), how), nprocs=2)
+    mp.spawn(_worker, args=(2, _free_port(), _ddp, how), nprocs=2)
 
 
 def test_fsdp2_compiles_each_sharded_modules_forward_and_trains_as_eager_fsdp2():
     """fully_shard on each Linear and on the model, then jit(model): each sharded module's
     forward compiles (its hooks -- all-gather, reshard -- run as they are, a graph break in the
     caller), and the parameters after 4 steps equal eager FSDP2's (DTensors, compared whole)."""
-    mp.spawn(_fsdp_rank, args=(2, _free_port()), nprocs=2)
+    mp.spawn(_worker, args=(2, _free_port(), _fsdp), nprocs=2)
 
 
 def test_ddp_with_an_aot_backend_splits_the_forward_at_its_buckets():
     """backend=aot_eager and bucket_cap_mb=0.1: DDPOptimizer splits the forward graph (as under
     torch.compile), so each bucket's all-reduce can start while backward still runs."""
-    mp.spawn(_split_rank, args=(2, _free_port()), nprocs=2)
+    mp.spawn(_worker, args=(2, _free_port(), _split), nprocs=2)
 
 
 @pytest.mark.parametrize("launch", ["torchrun", "spawn"])

@@ -457,10 +457,15 @@ class ShapeMatch(Guard):
     def sources(self) -> list:
         return [src for _, src in self.symbols]
 
+    whose = ""  # (said after a failure's values)
+
     def checks(self, c):
-        by_symbol = dict(self.symbols)
+        return [self.render({sym: src.expr() for sym, src in self.symbols})]
+
+    def render(self, names: dict) -> str:
+        """The relation as Python source, each symbol written as `names[symbol]`."""
         from ..symbolic import to_python  # (deferred: sympy, imported with the first symbolic size)
-        return [to_python(self.relation, lambda s: by_symbol[s].expr())]
+        return to_python(self.relation, names.__getitem__)
 
     def read(self, globals_, scope):
         return {sym: eval(src.expr(), {GLOBALS: globals_}, scope) for sym, src in self.symbols}
@@ -468,10 +473,8 @@ class ShapeMatch(Guard):
     def failure(self, values):
         if bool(self.relation.xreplace(values)):
             return None
-        by_symbol = dict(self.symbols)
         now = ", ".join(f"{src.name()} = {values[sym]}" for sym, src in self.symbols)
-        from ..symbolic import to_python  # (deferred: sympy, imported with the first symbolic size)
-        return f"{to_python(self.relation, lambda s: by_symbol[s].name())} is false ({now})"
+        return f"{self.render({sym: src.name() for sym, src in self.symbols})} is false ({now}{self.whose})"
 
 
 @dataclass(frozen=True)
@@ -479,16 +482,10 @@ class BackendShapeMatch(ShapeMatch):
     """A relation a backend's own torch ShapeEnv recorded while compiling (Inductor's
     `s0 // 2 <= 4096`, AOTAutograd's divisibility checks), over torch's sympy functions
     (FloorDiv, ModularIndexing, PythonMod, ...): printed by torch's own Python printer."""
+    whose = "; the backend's own guard"
 
-    def checks(self, c):
-        return [_torch_python(self.relation, {sym: src.expr() for sym, src in self.symbols})]
-
-    def failure(self, values):
-        if bool(self.relation.xreplace(values)):
-            return None
-        now = ", ".join(f"{src.name()} = {values[sym]}" for sym, src in self.symbols)
-        relation = _torch_python(self.relation, {sym: src.name() for sym, src in self.symbols})
-        return f"{relation} is false ({now}; the backend's own guard)"
+    def render(self, names: dict) -> str:
+        return _torch_python(self.relation, names)
 
 
 def _torch_python(expr, names: dict) -> str:
