@@ -4,8 +4,10 @@
     python -m rewrite.fuzz --threads 8 --calls 10000 --examples 20      # thread mode (fuzz/threads.py)
 
 Runs in chunks of Hypothesis examples (each chunk its own derived seed) until the example
-count or the time budget is reached. A divergence prints Hypothesis's shrunk reproducer
-and the run goes on with the next chunk. The last line is the summary; the exit status
+count or the time budget is reached, in strict mode (`rewrite.config.strict`: an eager run
+standing in for a trace that raised must raise what the trace raised; where it does not, the
+InternalError is a divergence like any other; `--no-strict` runs as users run by default).
+A divergence prints Hypothesis's shrunk reproducer and the run goes on with the next chunk. The last line is the summary; the exit status
 is 1 if anything diverged.
 """
 from __future__ import annotations
@@ -72,10 +74,13 @@ def main(argv=None) -> int:
                    help="thread mode: this many threads call each compiled program at once")
     p.add_argument("--calls", type=int, default=10_000,
                    help="thread mode: calls each thread makes over the whole run (default 10000)")
+    p.add_argument("--no-strict", action="store_true",
+                   help="do not check eager runs against the traces (strict mode, the default)")
     p.add_argument("--reasons", action="store_true",
                    help="print the most common reasons for graph breaks and calls run eagerly")
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")  # deprecation noise from generated code, recompile-limit notes
+    rewrite.config.strict = not args.no_strict
     STATS.__init__()  # count this run only
     start, done, chunk_index = time.perf_counter(), 0, 0
     while done < args.examples:

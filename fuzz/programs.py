@@ -38,7 +38,11 @@ exception (`Guard`), `@contextmanager` generators (`scope`, `quiet`), a `@torch.
 argument changing between calls), `functools.reduce`, `operator.itemgetter`/`attrgetter`,
 `itertools.chain`/`product`; lists, deques, sets and dicts filled from iterables that read them as they
 grow (`FILLS`, `--focus fills`: extend, `+=`, extendleft, update, `|=`, slice assignment, the container
-as its own argument, maxlen). A prelude helper is put into the program's source when a statement
+as its own argument, maxlen); Python's own semantics where a tracer easily diverges (`SEMANTICS`,
+`--focus semantics`: iterators reused once exhausted, containers changed while iterated, builtins and
+functions called with the wrong arguments, special methods set to None, `raise` of what cannot be
+raised, generators abandoned with a `finally` to run, `__missing__`, identity of immutable results).
+A prelude helper is put into the program's source when a statement
 names it; placeholders such as `{acc}`, `{pair}`, `{set}` name a value of that kind, made on the spot
 when the program has none. Programs are run as a module named `fuzz_program` (`Program.load`).
 
@@ -573,6 +577,18 @@ def guarded_div(a, b, log):
 @torch.no_grad()
 def ng_scale(t, k=2):
     return t * k''',
+    "logged_gen": '''\
+def logged_gen(log, n):
+    try:
+        for i in range(n):
+            yield i
+    finally:
+        log.append("closed")''',
+    "NoBool": "class NoBool:\n    __bool__ = None",
+    "NoLen": "class NoLen:\n    __len__ = None",
+    "NoIter": "class NoIter:\n    __iter__ = None",
+    "NoContains": "class NoContains:\n    __contains__ = None",
+    "NoCall": "class NoCall:\n    __call__ = None",
 }
 PRELUDE_NEEDS = {"Scaled": ("Acc",), "checked": ("FuzzError",), "quiet": ("FuzzError",)}
 
@@ -755,6 +771,75 @@ CONTEXT_BLOCKS = [  # user context managers (exits that swallow), contextlib hel
     "{new} = {a}\nwith scope({log}, 's{i}'):\n    with contextlib.suppress(RuntimeError):\n        {new} = {a} // {b}",
     "{new} = ng_scale({a})", "{new} = ng_scale({a}, {k})",
 ]
+# Python's own semantics where a tracer easily diverges (issue 38): iterators reused once exhausted,
+# containers changed while iterated, builtins and functions called with the wrong arguments,
+# special methods set to None, `raise` of what cannot be raised, generators abandoned with a
+# `finally` to run, dict subclasses with __missing__ made in the call, identity of immutable results
+SEMANTICS = [
+    # exhausted iterators, then their container grows
+    "_xs{i} = [{k}, 1]\n_it{i} = iter(_xs{i})\n{new} = list(_it{i})\n_xs{i}.append({a}.dim())\n{new2} = list(_it{i})",
+    "_d{i} = {{'a': {k}}}\n_it{i} = iter(_d{i}.items())\nlist(_it{i})\n_d{i}['b'] = 1\n{new} = list(_it{i})",
+    "_xs{i} = [{a}]\n_it{i} = reversed(_xs{i})\nlist(_it{i})\n_xs{i}.append({b})\n{new} = len(list(_it{i}))",
+    "_s{i} = {{{k}}}\n_it{i} = iter(_s{i})\nlist(_it{i})\n_s{i}.add(-1)\n{new} = list(_it{i})",
+    "_xs{i} = [{a}]\n_it{i} = enumerate(_xs{i})\nlist(_it{i})\n_xs{i}.append({b})\n{new} = len(list(_it{i}))",
+    "_xs{i} = [{k}]\n_it{i} = map(str, _xs{i})\nlist(_it{i})\n_xs{i}.append(2)\n{new} = list(_it{i})",
+    ("_q{i} = collections.deque([{k}])\n_it{i} = iter(_q{i})\nlist(_it{i})\n_q{i}.append(2)\ntry:\n"
+     "    {new} = list(_it{i})\nexcept RuntimeError as e:\n    {new} = str(e)"),
+    # containers changed while they are iterated
+    ("_d{i} = {{1: {a}, 2: {b}}}\n{new} = []\ntry:\n    for _k in _d{i}:\n        {new}.append(_k)\n"
+     "        del _d{i}[_k]\n        _d{i}[_k + 10] = {a}\nexcept RuntimeError as e:\n    {new2} = str(e)"),
+    ("_d{i} = {{0: {k}}}\n{new} = []\ntry:\n    for _k in _d{i}:\n        {new}.append(_k)\n        del _d{i}[0]\n"
+     "        _d{i}[0] = 1\nexcept RuntimeError as e:\n    {new2} = str(e)"),
+    ("_d{i} = {{'a': {a}}}\n{new} = {a}\ntry:\n    for _k in _d{i}:\n        _d{i}[_k + 'x'] = {b}\n"
+     "except RuntimeError as e:\n    {new} = {a} * len(str(e))"),
+    ("_d{i} = {{1: {k}, 2: 2}}\n{new} = []\nfor _k, _v in _d{i}.items():\n    {new}.append(_v)\n"
+     "    _d{i}[2] = _v + 1"),
+    ("_d{i} = collections.OrderedDict(a={k}, b=2)\n{new} = []\ntry:\n    for _k in _d{i}:\n        {new}.append(_k)\n"
+     "        _d{i}.move_to_end('a')\nexcept RuntimeError as e:\n    {new2} = str(e)"),
+    ("_s{i} = {{{k}, 7}}\n{new} = 0\ntry:\n    for _v in _s{i}:\n        _s{i}.add(_v + 100)\n"
+     "except RuntimeError as e:\n    {new} = len(str(e))"),
+    ("_q{i} = collections.deque([{a}, {b}])\n{new} = []\ntry:\n    for _v in _q{i}:\n        {new}.append(_v)\n"
+     "        _q{i}.rotate(1)\nexcept RuntimeError as e:\n    {new2} = str(e)"),
+    ("_xs{i} = [{k}, 2]\n{new} = []\nfor _v in _xs{i}:\n    {new}.append(_v)\n    if len(_xs{i}) < 4:\n"
+     "        _xs{i}.append(_v)"),
+    # builtins and functions called with the wrong arguments
+    "try:\n    {new} = bool({k}, {k})\nexcept TypeError as e:\n    {new} = str(e)",
+    "try:\n    {new} = len([{a}], [{b}])\nexcept TypeError as e:\n    {new} = str(e)",
+    "try:\n    {new} = isinstance({a})\nexcept TypeError as e:\n    {new} = str(e)",
+    "try:\n    {new} = getattr({a})\nexcept TypeError as e:\n    {new} = len(e.args)",
+    "try:\n    {new} = range({k}, 1, 1, 1)\nexcept TypeError as e:\n    {new} = str(e)",
+    "try:\n    {new} = {{}}.get()\nexcept TypeError as e:\n    {new} = str(e)",
+    "{new} = [{a}]\ntry:\n    {new}.append({a}, {b})\nexcept TypeError as e:\n    {new2} = str(e)",
+    "try:\n    {new} = sorted([{k}, 1], foo=1)\nexcept TypeError as e:\n    {new} = str(e)",
+    "try:\n    {new} = checked()\nexcept TypeError as e:\n    {new} = str(e)",
+    "try:\n    {new} = checked({a}, 1, 2)\nexcept TypeError as e:\n    {new} = str(e)",
+    "try:\n    {new} = checked({a}, lim=1)\nexcept TypeError as e:\n    {new} = str(e)",
+    "try:\n    {new} = collections.defaultdict({k})\nexcept TypeError as e:\n    {new} = str(e)",
+    # special methods set to None block their protocol
+    "try:\n    {new} = {a} * bool(NoBool())\nexcept TypeError as e:\n    {new} = str(e)",
+    "try:\n    {new} = len(NoLen())\nexcept TypeError as e:\n    {new} = str(e)",
+    "try:\n    {new} = list(NoIter())\nexcept TypeError as e:\n    {new} = str(e)",
+    "try:\n    {new} = {k} in NoContains()\nexcept TypeError as e:\n    {new} = str(e)",
+    "try:\n    {new} = NoCall()({a})\nexcept TypeError as e:\n    {new} = str(e)",
+    # raise of what cannot be raised
+    "try:\n    raise KeyError({k}) from {k}\nexcept TypeError as e:\n    {new} = str(e)",
+    "try:\n    raise {k}\nexcept TypeError as e:\n    {new} = str(e)",
+    "try:\n    raise ValueError({k}) from None\nexcept ValueError as e:\n    {new} = {a} * e.args[0]",
+    # generators abandoned with a `finally` to run
+    "_g{i} = logged_gen({log}, 2)\n{new} = {a} * next(_g{i})",
+    "{new} = {a} + next(logged_gen({log}, 3))\n{log}.append('after')",
+    "{new} = {a}\nfor _v in logged_gen({log}, 3):\n    {new} = {new} + _v\n    break\n{log}.append('after')",
+    ("_g{i} = logged_gen({log}, 3)\nnext(_g{i})\ntry:\n    _g{i}.throw(KeyError({k}))\nexcept KeyError:\n"
+     "    {log}.append('caught')\n{new} = {a}"),
+    "{new} = list(zip([{a}], logged_gen({log}, 2)))[0][0]",
+    # dict subclasses with __missing__, made in the call
+    ("class M{i}(dict):\n    def __missing__(self, key):\n        return len(key)\n_m{i} = M{i}(a={k})\n"
+     "{new} = _m{i}['a'] + _m{i}['bcd']"),
+    # identity of what immutable builtins return
+    ("_t{i} = ({k}, {a}.dim())\n{new} = (_t{i} * 1 is _t{i}, _t{i}[:] is _t{i}, tuple(_t{i}) is _t{i}, "
+     "_t{i} + () is _t{i}, _t{i}[1:1] is ())"),
+    "_f{i} = frozenset({a}.shape)\n{new} = (frozenset(_f{i}) is _f{i}, str(_f{i}) is str(_f{i}))",
+]
 FUNCTIONAL = [  # sorted/min/max with key=, functools, operator, itertools (bound to a new name)
     "sorted([{a}, {b}, {a} * 2], key=lambda t: t.dim())[0]", "sorted([{a}, {b}], key=lambda t: tuple(t.shape))[-1]",
     "max([{a}, {b}], key=lambda t: t.numel())", "min({a}, {b}, key=lambda t: t.dim())",
@@ -891,7 +976,9 @@ SET_RULES = [(2, rule_bind(SETS_NEW, "s")), (2, rule_bind(SETS_USE)), (1, rule_b
 CONTEXT_RULES = [(2, rule_context), (2, rule_block(CONTEXT_BLOCKS))]
 FUNCTIONAL_RULES = [(3, rule_bind(FUNCTIONAL)), (1, rule_block(FUNCTIONAL_BLOCKS))]
 FILL_RULES = [(2, rule_block(FILLS))]
-PYTHON_RULES = CLASS_RULES + EXCEPTION_RULES + SET_RULES + CONTEXT_RULES + FUNCTIONAL_RULES + FILL_RULES
+SEMANTIC_RULES = [(3, rule_block(SEMANTICS))]
+PYTHON_RULES = (CLASS_RULES + EXCEPTION_RULES + SET_RULES + CONTEXT_RULES + FUNCTIONAL_RULES + FILL_RULES
+                + SEMANTIC_RULES)
 
 
 WRITE_RULES = [
@@ -917,6 +1004,9 @@ FOCUS = {
     "contexts": CONTEXT_RULES + [(2, rule_assign(BINARY)), (1, rule_write(INPLACE)), (1, rule_unsupported)],
     "fills": FILL_RULES + SET_RULES + [(2, rule_assign(BINARY)), (1, rule_assign(SIZES, "k")), (1, rule_for),
                                       (1, rule_unsupported)],
+    # Python's exact semantics (issue 38): exhausted iterators, changes while iterating, wrong arguments, ...
+    "semantics": SEMANTIC_RULES + [(2, rule_assign(BINARY)), (1, rule_assign(SIZES, "k")), (1, rule_for),
+                                   (1, rule_write(INPLACE)), (1, rule_unsupported)],
 }
 
 

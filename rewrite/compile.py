@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx
 
-from . import breaks, codeload, handoff, logs
+from . import breaks, codeload, handoff, logs, strict
 from .bytecode.resume import list_iterator_at
 from .slot import NEXT
 
@@ -61,6 +61,7 @@ class Entry:
     raises: bool = False  # a fallback because eager raises there, or initializes lazy modules (no warning)
     first: object = None  # runs the compiling call from what the trace computed (see first_call_source)
     resumes: list = field(default_factory=list)  # the resume functions a break entry calls
+    error: BaseException | None = None  # a fallback's: how the trace ended (strict mode checks eager's run)
 
     @property
     def eager_reason(self) -> str | None:
@@ -258,13 +259,16 @@ class GraphFailure:
     code is at fault: one warning, and the entry runs its calls eagerly from then on (a
     fallback in its place: the next call does not compile the same failure again)."""
 
-    def __init__(self, dispatcher, backend_name: str):
+    def __init__(self, dispatcher, backend_name: str, ops_in_try: bool):
         self.dispatcher, self.backend_name = dispatcher, backend_name
+        self.ops_in_try = ops_in_try  # (else strict mode checks the eager run: see rewrite/strict.py)
         self.entry: Entry | None = None
         self.gm = None
 
-    def __call__(self, inputs: tuple):
+    def __call__(self, inputs: tuple, args: tuple):
         error = sys.exception()
+        if strict.enabled() and not self.ops_in_try:
+            return strict.checked_run(self.dispatcher, args, type(error), "the compiled graph raised")
         miss = self.dispatcher.MISS
         if self.gm is None or self.entry is None or self.backend_name == "eager":
             return miss
@@ -292,7 +296,7 @@ def _check_effects_survive(tracer) -> None:
                              "writes into inputs, draws random numbers or switches modes")
 
 
-def _on_graph_error(cap: Capture, consts: Consts, failure: GraphFailure | None) -> list[str] | None:
+def _on_graph_error(cap: Capture, consts: Consts, failure: GraphFailure | None, args: list[str]) -> list[str] | None:
     """If running the graph raises (a data-dependent error: an index out of range, an integer
     division by zero), the entry runs the call eagerly (see GraphFailure). Only for
     rerunnable graphs; others let the error go (eager raises it too, from the same op, when
@@ -309,7 +313,7 @@ def _on_graph_error(cap: Capture, consts: Consts, failure: GraphFailure | None) 
         return [*leave, *restore, "raise"] if leave else None
     consts.values["___graph_failed"] = failure
     inputs = "".join(f"{src.expr()}, " for src, _, _ in graph.inputs)
-    return [*leave, *restore, f"return ___graph_failed(({inputs}))"]
+    return [*leave, *restore, f"return ___graph_failed(({inputs}), ({''.join(a + ', ' for a in args)}))"]
 
 
 def entry_source(cap: Capture | None, compiled, params, name: str, consts: Consts, guard: GuardCode,
@@ -322,7 +326,7 @@ def entry_source(cap: Capture | None, compiled, params, name: str, consts: Const
     consts.values["___NEXT"] = NEXT
     checks = guard.lines("return ___NEXT")
     prelude = ["try:", *(f"    {line}" for line in checks), "except Exception:", "    return ___NEXT"] if checks else []
-    on_error = _on_graph_error(cap, consts, failure) if compiled is not None else None
+    on_error = _on_graph_error(cap, consts, failure, args) if compiled is not None else None
     fused = getattr(compiled, "fused_entry_source", None) if brk is None else None  # (the python backend's)
     if cap is None:  # a fallback entry: the original bytecode runs
         consts.values["___MISS"] = miss
@@ -445,12 +449,12 @@ def compile_entry(dispatcher, args) -> Entry:
         reason = head + (breaks.IN_LOOP if getattr(e, "in_loop", False) else "") + newline + rest
         return Entry(guard, fn, dispatcher.compiles, source=source, reason=reason,
                      compile_seconds=time.perf_counter() - start, where=list(e.where),
-                     raises=isinstance(e, (RaisesEagerly, EagerOnce)))
+                     raises=isinstance(e, (RaisesEagerly, EagerOnce)), error=e)
     backend_name, backend = dispatcher.backend_for(cap)
     if backend_name not in GRAD_MODE_AGNOSTIC:
         cap.tracer.read_grad_mode()  # other backends may bake grad mode into what they build
     gm, compiled = call_backend(cap, backend_name, backend, name)
-    failure = GraphFailure(dispatcher, backend_name)
+    failure = GraphFailure(dispatcher, backend_name, cap.tracer.ops_in_try)
     guard, fn, source, first = load_entry(cap.tracer.guards, cap, compiled, params, globals_, name,
                                           miss=dispatcher.MISS, failure=failure, backend_name=backend_name)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
@@ -475,7 +479,7 @@ def _break_entry(dispatcher, tracer, brk, name: str, start: float) -> Entry | No
     if backend_name not in GRAD_MODE_AGNOSTIC:
         tracer.read_grad_mode()
     gm, compiled = call_backend(cap, backend_name, backend, name)
-    failure = GraphFailure(dispatcher, backend_name)
+    failure = GraphFailure(dispatcher, backend_name, tracer.ops_in_try)
     try:
         guard, fn, source, _ = load_entry(tracer.guards, cap, compiled, dispatcher.params, dispatcher.globals, name,
                                        miss=dispatcher.MISS, brk=brk, failure=failure)

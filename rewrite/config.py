@@ -41,6 +41,10 @@ assume_static_by_default: bool = True
 force_parameter_static_shapes: bool = True
 # So do the sizes of a module's parameters and buffers, read as its attributes.
 force_nn_module_property_static_shapes: bool = True
+# Check every eager run that stands in for a trace that raised, or for a compiled graph that raised
+# where no `try` covers it: eager must raise the same exception class, else InternalError (see
+# rewrite/strict.py). For tests and fuzzing: it costs an eager copy's run on those calls only.
+strict: bool = os.environ.get("REWRITE_STRICT", "") not in ("", "0")
 # Where generated sources (guards, entries, backend code) are written.
 cache_dir: str = os.environ.get("REWRITE_CACHE_DIR", "")
 # The cache directory's size cap: at start-up the oldest files go until it holds 80 % of this.

@@ -37,7 +37,7 @@ import weakref
 
 import torch
 
-from . import codeload, config, logs, watch
+from . import codeload, config, logs, strict, watch
 from .bytecode import compat
 from .bytecode.splice import prologue_names
 from .compile import Entry, compile_entry
@@ -98,7 +98,7 @@ class Dispatcher:
             entry, first = self._entry_for(args)
         finally:
             COMPILE_LOCK.release()
-        if entry is None:
+        if first is None and entry is None:
             return MISS
         result = entry.fn(*args) if first is None else first(*args)
         return MISS if result is NEXT else result
@@ -129,9 +129,9 @@ class Dispatcher:
                 raise
             warnings.warn(f"rewrite: {e}; running {self.qualname} eagerly", RuntimeWarning, stacklevel=3)
             return None, None
-        except UserError:
+        except UserError as e:
             # the user's own code raised while tracing: eager raises it, from the user's line
-            return None, None
+            return None, strict.checker(self, e)
         except Exception as e:
             if not config.get("suppress_errors"):
                 raise InternalError(f"rewrite failed to compile {self.qualname}: {type(e).__name__}: {e}") from e
@@ -142,6 +142,8 @@ class Dispatcher:
             self._busy = False
         self.compiles += 1
         first, entry.first = entry.first, None  # (this call's alone: never published with the entry)
+        if entry.error is not None:  # a fallback: in strict mode, eager's run is checked (rewrite/strict.py)
+            first, entry.error = strict.checker(self, entry.error, entry.where), None
         if self.on_plain is not None and entry.graph_module is None and entry.graph_break is None \
                 and entry.reason is None and not _holds_tensors(args):
             self.on_plain()  # (a callee copy with no tensors and no ops: called as it is from now on)

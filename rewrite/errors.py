@@ -44,7 +44,11 @@ class WholeCallEager(Unsupported):
 class RaisesEagerly(WholeCallEager):
     """The traced call raises an exception no handler of its own catches: it runs eagerly
     and raises there, from the user's line (even under `fullgraph=True`: that is the user's
-    error, not a break)."""
+    error, not a break). `raised`: the exception's class (strict mode checks eager's)."""
+
+    def __init__(self, reason: str, raised: type | None = None):
+        super().__init__(reason)
+        self.raised = raised
 
 
 class EagerOnce(WholeCallEager):
@@ -90,6 +94,7 @@ class UserError(Exception):
     def __init__(self, error: BaseException):
         super().__init__(f"{type(error).__name__}: {error}")
         self.error = error
+        self.covered = None  # whether an `except` of the call's may catch it where it was raised
 
 
 class PythonError(UserError):

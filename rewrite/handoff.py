@@ -11,11 +11,13 @@ with static sizes, and the code it makes asserts them: after a size change every
 and runs eagerly.
 
 So, for such a backend (`Handoff`): one torch symbol per dynamic size (duck-sized, as
-rewrite's) and per symbolic int; the meta propagated under the fake mode; the backend called
-inside the tracing context. What the backend assumed about sizes while compiling (guards in
-the torch ShapeEnv: Inductor's `s0 // 2 <= 4096`, divisibility, equalities) comes back as
-`BackendShapeMatch` guards over rewrite's sources, in the entry's guard closure: a size they
-exclude misses and compiles again, never runs code made for other sizes.
+rewrite's) and per symbolic int, those the trace pinned replaced by their sizes (as Dynamo's
+specialized ones are); the meta propagated under the fake mode; the backend called inside
+the tracing context. What the backend assumed about sizes while
+compiling (guards in the torch ShapeEnv: Inductor's `s0 // 2 <= 4096`, divisibility,
+equalities) comes back as `BackendShapeMatch` guards over rewrite's sources, in the entry's
+guard closure: a size they exclude misses and compiles again, never runs code made for other
+sizes.
 
 rewrite's own backends read sizes from the real example inputs and the graph: they keep
 what they have. Torch's pieces are imported here on first use (only a trace with symbolic
@@ -80,12 +82,27 @@ class Handoff:
                 fake = self.env.create_symintnode(symbol, hint=value, source=origin)
                 self.examples.append(fake)
                 fakes.append(fake)
+        pinned = pinned_sizes(graph.shape_env) if graph.shape_env is not None else {}
+        self._specialize(pinned)
         for source, size in sizes:  # each symbol a graph input of its own, read from its first source
+            if source in pinned:
+                continue  # (a constant now)
             node = graph.size_input(source, size.node.hint)
             node._dynamo_source = LocalSource(node.name)
             self.examples.append(size)
             fakes.append(size)
         self.fakes = fakes
+
+    def _specialize(self, pinned: dict) -> None:
+        """Each symbol whose size the trace pinned (`pinned`: source -> size; an op with no
+        symbolic rule pins its inputs' sizes) specialized in the torch ShapeEnv too, as Dynamo
+        specializes one: replaced by its size, the graph is static there for the backend. Else
+        it would fake and compile for sizes the entry never serves, through ops that cannot
+        take them symbolic (`F.interpolate`'s, Inductor's adaptive pooling)."""
+        from torch.fx.experimental.symbolic_shapes import guard_int
+        for sym, source in self.sources.items():
+            if source in pinned:
+                guard_int(self.env.create_symintnode(sym, hint=pinned[source]))
 
     def propagate(self, gm: torch.fx.GraphModule) -> bool:
         """Each node's `val` / `example_value`: what it computes under the fake mode. False

@@ -21,14 +21,14 @@ LAYERS = (
                   "bytecode", "bytecode.dynamo"), ("leaves",)),
     ("values", ("values.vars", "values.side_effects", "values"), None),
     # the rules: Python's protocols and constants at the bottom (core), kind-specific rules above
-    ("ops", ("ops.core", "ops.shape_rules", "ops.sets", "ops.fills", "ops.markers", "ops.tensors", "ops.bases",
-             "ops.instances", "ops.attrdict", "ops.functions", "ops.copying", "ops.context_vars", "ops.contexts",
-             "ops.log_calls", "ops.modules", "ops.objects", "ops.operators", "ops.higher_order", "ops.builtins",
-             "ops.library", "ops.containers", "ops"), None),
+    ("ops", ("ops.iterators", "ops.core", "ops.shape_rules", "ops.sets", "ops.fills", "ops.markers", "ops.tensors",
+             "ops.bases", "ops.instances", "ops.attrdict", "ops.functions", "ops.copying", "ops.context_vars",
+             "ops.contexts", "ops.log_calls", "ops.modules", "ops.objects", "ops.operators", "ops.higher_order",
+             "ops.signatures", "ops.builtins", "ops.library", "ops.containers", "ops"), None),
     ("trace", ("trace.opcodes", "trace.graph", "trace.builder", "trace.handlers.stack", "trace.handlers.variables",
                "trace.handlers.operators", "trace.handlers.build", "trace.handlers.calls", "trace.handlers.control",
-               "trace.handlers", "trace.interpreter"), None),
-    ("compile", ("breaks", "handoff", "compile"), None),  # a frame to a cache entry
+               "trace.handlers", "trace.generators", "trace.interpreter"), None),
+    ("compile", ("breaks", "handoff", "strict", "compile"), None),  # a frame to a cache entry
     ("cache", ("dispatch", "callees"), None),  # entries per code object; jitted functions and callees
     ("backends", ("codegen.lowering", "codegen.schedule", "codegen.triton_kernels", "codegen.compile_check",
                   "codegen.eager", "codegen.python", "codegen.triton_backend", "codegen"),

@@ -3,6 +3,7 @@ hands it (a torch ShapeEnv, fake inputs with SymInt sizes, meta under the fake m
 backend's own guards on sizes folded into the entry's. Every result is compared with eager's."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 import rewrite
 from rewrite import dispatcher_of, jit
@@ -181,3 +182,50 @@ def test_what_a_backend_decides_on_a_size_guards_the_entry(decide, sizes):
     for n in sizes:
         assert f(torch.zeros(n))[0].item() == decide(n)  # (what code made for n returns)
     assert dispatcher_of(f).compiles == 2
+
+
+def _fake_meta(gm, example_inputs):
+    """A Dynamo-style backend that reads the fake meta (as any checks the graph's sizes)."""
+    assert all("val" in n.meta for n in gm.graph.nodes if n.op != "output")
+    return gm.forward
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor", _fake_meta])
+def test_interpolate_by_a_float_scale_over_symbolic_sizes(backend):
+    """Issue 38: the sizes the trace pins (no symbolic rule for interpolate) are constants in
+    the torch ShapeEnv too, and the graph is faked under the Python dispatcher, as Dynamo's."""
+    def f(x):
+        return F.interpolate(x[None], scale_factor=1.87, recompute_scale_factor=True, mode="bilinear")
+    eager = eager_copy(f)
+    jit(f, backend=backend, dynamic=True)
+    for n in (8, 11):
+        x = torch.randn(3, n, n + 2)
+        _close(f(x), eager(x))
+
+
+@pytest.mark.parametrize("op", [
+    lambda x: F.interpolate(x[None], size=(x.shape[-2] * 2, int(x.shape[-1] * 1.5)), mode="bilinear"),
+    lambda x: F.interpolate(x[None], scale_factor=1.3, mode="nearest", recompute_scale_factor=True),
+    lambda x: F.pad(x, (0, 16 - x.shape[-1], 1, x.shape[-2] // 2)),
+    lambda x: F.adaptive_avg_pool2d(x, (x.shape[-2] // 2, x.shape[-1] // 3)),
+], ids=["interpolate_to", "nearest", "pad_to", "adaptive_pool_to"])
+def test_ops_given_sizes_computed_from_symbolic_sizes(op):
+    def f(x):
+        return op(x) * 2
+    eager = eager_copy(f)
+    jit(f, backend="aot_eager", dynamic=True)
+    for n in (8, 11):
+        x = torch.randn(3, n, n + 2)
+        _close(f(x), eager(x))
+
+
+def test_a_pinned_int_argument_is_a_constant_for_inductor():
+    """Inductor cannot lower adaptive pooling to symbolic sizes (torch.compile fails there too):
+    the trace pins them, an int argument's as a tensor's, and Inductor gets them constant."""
+    def f(x, n):
+        return F.adaptive_avg_pool2d(x * n, (n // 2, x.shape[-1] // 2))
+    eager = eager_copy(f)
+    jit(f, backend="inductor", dynamic=True)
+    for n in (5, 6):
+        x = torch.randn(3, n + 3, 8)
+        _close(f(x, n), eager(x, n))

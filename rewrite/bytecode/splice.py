@@ -34,6 +34,7 @@ lines. The code object itself never changes again.
 """
 from __future__ import annotations
 
+import functools
 import types
 import weakref
 
@@ -52,6 +53,33 @@ def argument_names(code: types.CodeType) -> tuple[str, ...]:
     n = code.co_argcount + code.co_kwonlyargcount
     n += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
     return code.co_varnames[:n]
+
+
+def _template():
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature_stub(code: types.CodeType) -> types.CodeType:
+    names = argument_names(code)
+    flags = _template.__code__.co_flags & ~0xC | code.co_flags & 0xC  # (its *args and **kwargs)
+    return _template.__code__.replace(co_argcount=code.co_argcount, co_posonlyargcount=code.co_posonlyargcount,
+                                      co_kwonlyargcount=code.co_kwonlyargcount, co_flags=flags, co_varnames=names,
+                                      co_nlocals=len(names), co_name=code.co_name, co_qualname=code.co_qualname)
+
+
+def binding_error(code: types.CodeType, defaults: int, kwdefaults, args: int, keywords) -> TypeError | None:
+    """The TypeError Python raises when a function of `code` with `defaults` positional
+    defaults and keyword-only defaults for `kwdefaults` (names) is called with `args`
+    positional arguments and `keywords` (names): the same call of a function of the same
+    signature with an empty body (None: the call binds)."""
+    stub = types.FunctionType(_signature_stub(code), {}, code.co_name, (None,) * defaults or None)
+    stub.__kwdefaults__ = dict.fromkeys(kwdefaults) or None
+    try:
+        stub(*[None] * args, **dict.fromkeys(keywords))
+    except TypeError as e:
+        return e
+    return None
 
 
 def prologue_names(code: types.CodeType) -> tuple[str, ...]:

@@ -25,7 +25,7 @@ from ..values.vars import (AttrDictVar, BoundVar, ConstVar, ContextExitVar, Dict
 from .builtins import PURE, call_builtin
 # (containers, functions, library: their BUILTINS rules register when imported)
 from . import (attrdict, bases, containers, context_vars, contexts, fills, functions, higher_order, instances,
-               library, log_calls, markers)
+               library, log_calls, markers, signatures)
 from .core import (BUILTINS, CALLS, const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate,
                    key_of, make_slice, python_type, python_value, setitem, truthy, unpack)
 from .functions import made_function_attr
@@ -185,6 +185,7 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         if value in instances.OBJECT_SLOTS:
             return instances.OBJECT_SLOTS[value](frame, args, kwargs)
         if value in BUILTINS:
+            signatures.check(value, args, kwargs)
             return BUILTINS[value](frame, args, kwargs)
         if value in OPERATOR_FUNCTIONS:
             return binary(frame, OPERATOR_FUNCTIONS[value], *args)
@@ -331,6 +332,8 @@ def _call_method(frame, m: MethodVar, args, kwargs) -> Var:
     self = m.self_var
     if isinstance(self, TensorVar):
         return call_method(frame, m.name, [self, *args], kwargs)
+    if isinstance(self, (ListVar, DictVar, TupleVar, SetVar)):  # `d.get()`, `xs.append(1, 2)`: eager's TypeError
+        signatures.check_method(python_type(self), m.name, args, kwargs)
     if fills.row(self, m.name) is not None:  # xs.extend(it), s.update(it), d.update(it): as CPython fills them
         return fills.fill(frame, self, m.name, args, kwargs)
     if isinstance(self, (ListVar, DictVar, TupleVar)) and m.name in _CONTAINER_DUNDERS and not kwargs:
@@ -369,7 +372,18 @@ _CONTAINER_DUNDERS = {
     "__contains__": lambda frame, obj, item: const(contains(frame, obj, item)),
     "__len__": lambda frame, obj: const(len(obj.items)),
     "__iter__": lambda frame, obj: iterate(frame, obj),
+    "__add__": lambda frame, obj, other: _operator_method(frame, "+", obj, other),
+    "__mul__": lambda frame, obj, n: _operator_method(frame, "*", obj, n),
+    "__rmul__": lambda frame, obj, n: _operator_method(frame, "*", obj, n),
 }
+
+
+def _operator_method(frame, sym: str, obj: Var, other: Var) -> Var:
+    """`xs.__add__(ys)`, `t.__mul__(n)`: what the operator gives, where the method takes the other
+    operand (a list's `__add__` of a tuple returns NotImplemented, which `+` turns into TypeError)."""
+    if sym == "+" and type(obj) is not type(other):
+        raise Unsupported(f"{describe(obj)}.__add__ of {describe(other)} (NotImplemented)")
+    return binary(frame, sym, obj, other)
 
 
 def _call_python(frame, fn, args, kwargs) -> Var:
@@ -395,6 +409,7 @@ def _construct(frame, cls_var: ObjectVar, args, kwargs) -> Var:
     if cls in contexts.CONSTRUCTORS:
         return contexts.CONSTRUCTORS[cls](frame, args, kwargs)
     if cls in BUILTINS:
+        signatures.check(cls, args, kwargs)
         return BUILTINS[cls](frame, args, kwargs)
     if cls in PURE or cls in (torch.Size, torch.device) or cls.__module__ == "math":
         if all(foldable(a) for a in args) and all(foldable(v) for v in kwargs.values()):

@@ -15,7 +15,7 @@ import types
 from ..errors import Unsupported, python_error
 from ..guards.source import BaseCopySource
 from ..values.vars import ConstVar, DictVar, InstanceVar, ListVar, MethodVar, ObjectVar, Var, note_mutation
-from .core import (CALLS, USER, class_attr, contains, delitem, describe, getitem, iterate, key_of, mutating,
+from .core import (_MISSING, CALLS, USER, class_attr, contains, delitem, describe, getitem, iterate, key_of, mutating,
                    python_value, setitem)
 
 BASES = {dict: "dict", list: "list"}
@@ -91,8 +91,7 @@ def _move_to_end(d, key, last=ConstVar(True)):
     k, at_end = key_of(key), python_value(last, "move_to_end(last=)")
     if k not in d.items:
         raise python_error(KeyError, k)
-    value = d.items.pop(k)
-    d.items = {k: value, **d.items} if not at_end else {**d.items, k: value}
+    d.items.move_to_end(k, at_end)
     return ConstVar(None)
 
 
@@ -107,6 +106,12 @@ def call(frame, fn, obj: Var, args: list[Var], kwargs) -> Var:
         raise Unsupported(f"{owner.__name__}.{name} on {describe(obj)}")
     rule, changes = METHODS[name]
     items = obj.base if made else view(frame, obj, builtin_of(cls))
+    if name == "__getitem__" and isinstance(items, DictVar) and class_attr(cls, "__missing__") is not _MISSING \
+            and not contains(frame, items, args[0]):  # (dict's lookup, in a subclass, asks its __missing__)
+        found = USER.call_dunder(frame, obj, "__missing__", args[0])
+        if found is None:
+            raise Unsupported(f"__missing__ of {cls.__qualname__}, not a Python function")
+        return found
     if changes and made:
         note_mutation(obj)
     elif changes:  # one that came in: its view changes, and the entry writes it back

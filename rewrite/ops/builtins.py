@@ -5,6 +5,7 @@ Python value (PURE); anything else is unsupported.
 """
 from __future__ import annotations
 
+import abc
 import copy
 import inspect
 import sys
@@ -17,18 +18,20 @@ from ..errors import PythonError, Raised, Unsupported, WholeCallEager, python_er
 from ..guards.guard import HasAttrMatch, IdMatch
 from ..guards.source import AttrSource
 from ..values.side_effects import DELETED, location
-from ..values.vars import (ConstVar, DictVar, DictViewVar, FunctionVar, InstanceVar, IteratorVar, ListVar, MethodVar,
-                           ObjectVar, SetVar, SymIntVar, TensorVar, TupleVar, Var)
+from ..values.vars import (ConstVar, DictVar, DictViewVar, InstanceVar, IteratorVar, ListVar, ObjectVar, SetVar,
+                           SymIntVar, TensorVar, TupleVar, Var)
 from .bases import protocol
 from .copying import deepcopy, shallow
-from .core import (BUILTINS, CALLS, DATA_DEPENDENT_HINT, LIST_ITERATOR, const, describe, fold, foldable, iterate,
-                   python_type, python_value, rule, sort_items, sort_keys, truthy, unpack)
+from .core import (BUILTINS, CALLS, DATA_DEPENDENT_HINT, LIST_ITERATOR, const, describe, fold, foldable, is_callable,
+                   iterate, python_type, python_value, rule, sort_items, sort_keys, truthy, unpack)
 from .fills import fill
 from .instances import _MISSING as missing, call_dunder, class_attr, class_source, is_user_object, type_of
+from .iterators import deque_iterator, dict_iterator, reversed_list
 from .modules import container_modules
 from .objects import tuple_new
 from .operators import binary
 from .sets import from_iterable, make
+from .signatures import check, eager_error
 from .tensors import call_torch, sym_size, tensor_len
 
 # builtins that read the frame calling them. At a graph break they would read the entry's frame:
@@ -119,9 +122,33 @@ def _id(frame, args, kwargs):
 
 @rule(isinstance)
 def _isinstance(frame, args, kwargs):
+    """isinstance(v, classes) as the class check of v's class (guarded): what isinstance does,
+    but for a class whose metaclass decides by the object itself (`__instancecheck__`: a
+    runtime-checkable Protocol reads its attributes), and for errors (isinstance's own)."""
     v, cls = args
     classes = python_value(cls, "isinstance()")
-    return ConstVar(fold(issubclass, python_type(v), classes))
+    for c in _flat(classes):
+        if isinstance(c, type) and type(c).__instancecheck__ not in (type.__instancecheck__,
+                                                                      abc.ABCMeta.__instancecheck__):
+            if isinstance(v, ConstVar):
+                return ConstVar(fold(isinstance, v.value, classes))
+            raise Unsupported(f"isinstance() with {c!r}, whose class {type(c).__qualname__} decides it by the object")
+    try:
+        return ConstVar(issubclass(python_type(v), classes))
+    except Exception:  # noqa: BLE001  (not classes: isinstance's own error, whatever the object)
+        fold(isinstance, None, classes)
+        raise Unsupported(f"isinstance() with {classes!r}") from None
+
+
+def _flat(classes):
+    """The classes of a (nested) tuple of them, or of a union."""
+    if isinstance(classes, tuple):
+        for c in classes:
+            yield from _flat(c)
+    elif isinstance(classes, types.UnionType):
+        yield from _flat(classes.__args__)
+    else:
+        yield classes
 
 
 @rule(type)
@@ -272,10 +299,24 @@ def _list_iterator_at(frame, args, kwargs):
 
 @rule(reversed)
 def _reversed(frame, args, kwargs):
-    kind = {ListVar: type(reversed([])), TupleVar: reversed}.get(type(args[0]))  # (others: not known)
-    if isinstance(args[0], ConstVar) and isinstance(args[0].value, range):
+    """reversed(v): CPython's reverse iterators over lists, deques and dicts walk the container
+    as it is at each step (ops/iterators.py); over immutable values, the items reversed."""
+    (v,) = args
+    user = call_dunder(frame, v, "__reversed__")
+    if user is not None:
+        return user
+    if isinstance(v, ListVar):
+        return reversed_list(v) if v.py_type is list else deque_iterator(v, reverse=True)
+    if isinstance(v, DictVar):
+        return dict_iterator(v, reverse=True)
+    if isinstance(v, DictViewVar):
+        return dict_iterator(v.dict_var, v.kind, reverse=True)
+    if isinstance(v, SetVar):
+        raise python_error(TypeError, f"'{python_type(v).__name__}' object is not reversible")
+    kind = reversed if isinstance(v, TupleVar) else None  # (others: not known)
+    if isinstance(v, ConstVar) and isinstance(v.value, range):
         kind = type(iter(range(0)))
-    return IteratorVar(list(reversed(unpack(frame, args[0]))), py_type=kind)
+    return IteratorVar(list(reversed(unpack(frame, v))), py_type=kind)
 
 
 @rule(iter)
@@ -302,6 +343,9 @@ def _set_of(frozen: bool):
             raise Unsupported("set() arguments (the call raises eagerly)")
         if not args:
             return ConstVar(frozenset()) if frozen else make(frame, [])
+        if frozen and (isinstance(args[0], SetVar) and args[0].frozen or
+                       isinstance(args[0], ConstVar) and type(args[0].value) is frozenset):
+            return args[0]  # (CPython's frozenset() of a frozenset is that frozenset)
         s = from_iterable(frame, args[0], frozen)
         if frozen and s.real is not None and all(isinstance(i, ConstVar) for i in s.items.values()):
             return ConstVar(frozenset(s.real))
@@ -315,6 +359,8 @@ BUILTINS[frozenset] = _set_of(True)
 
 @rule(tuple)
 def _tuple(frame, args, kwargs):
+    if args and isinstance(args[0], TupleVar) and args[0].py_type is tuple:
+        return args[0]  # (CPython's tuple() of a tuple is that tuple)
     return TupleVar(unpack(frame, args[0]) if args else [])
 
 
@@ -372,9 +418,9 @@ def _symbolic_extreme(frame, which, items):
 
 @rule(sorted)
 def _sorted(frame, args, kwargs):
-    if len(args) != 1 or set(kwargs) - {"key", "reverse"}:
-        raise Unsupported("sorted() arguments (the call raises eagerly)")
     items = unpack(frame, args[0])
+    if set(kwargs) - {"key", "reverse"}:  # (list.sort's TypeError, once the iterable is taken)
+        raise PythonError(eager_error(sorted, 1, kwargs))
     return ListVar(sort_items(frame, items, kwargs.get("key"), kwargs.get("reverse"), "sorted()"))
 
 
@@ -420,12 +466,7 @@ def _print(frame, args, kwargs):
 
 @rule(callable)
 def _callable(frame, args, kwargs):
-    v = args[0]
-    if isinstance(v, (FunctionVar, MethodVar)):
-        return ConstVar(True)
-    if isinstance(v, TensorVar):
-        return ConstVar(False)
-    return ConstVar(callable(python_value(v, "callable()")))
+    return ConstVar(is_callable(args[0]))
 
 
 @rule(map)
@@ -472,6 +513,7 @@ BUILTINS[all] = _any_all_impl(all)
 def call_builtin(frame, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
     impl = BUILTINS.get(fn)
     if impl is not None:
+        check(fn, args, kwargs)
         return impl(frame, args, kwargs)
     if (fn in PURE or getattr(fn, "__module__", None) == "math") and \
             all(foldable(a) for a in args) and all(foldable(v) for v in kwargs.values()):

@@ -11,7 +11,7 @@ from ..errors import Unsupported, python_error
 from ..values.vars import ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, PartialVar, Var, note_mutation
 from . import fills
 from .builtins import _dict
-from .core import describe, key_of, mutating, python_value, rule, unpack
+from .core import describe, is_callable, key_of, mutating, python_value, rule, unpack
 from .library import chain_from_iterable
 from .objects import list_method
 
@@ -38,7 +38,7 @@ def _ordered_dict(frame, args, kwargs):
 @rule(collections.defaultdict)
 def _defaultdict(frame, args, kwargs):
     factory = args[0] if args else ConstVar(None)
-    if isinstance(factory, ConstVar) and factory.value is not None and not callable(factory.value):
+    if not (isinstance(factory, ConstVar) and factory.value is None) and not is_callable(factory):
         raise python_error(TypeError, "first argument must be callable or None")
     return _dict(frame, list(args[1:]), kwargs, py_type=collections.defaultdict, factory=factory)
 

@@ -21,7 +21,7 @@ import torch
 from ..errors import Unsupported
 from ..guards.guard import KeysMatch, TypeMatch
 from ..guards.source import ObjectAttrSource
-from ..values.vars import ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, TupleVar, Var
+from ..values.vars import ConstVar, DictVar, Entries, InstanceVar, ListVar, ObjectVar, TupleVar, Var
 from .attrdict import of, read
 from .instances import _MISSING, _heap_type, class_attr, class_source
 
@@ -75,7 +75,7 @@ def copy_var(frame, v: Var, memo: dict | None) -> Var:
     if isinstance(v, DictVar):
         out = DictVar({})
         _remember(memo, v, out)
-        out.items = {k: again(i) for k, i in v.items.items()}
+        out.items = Entries({k: again(i) for k, i in v.items.items()}) if deep else Entries(v.items)
         return out
     if isinstance(v, (InstanceVar, ObjectVar)) and not isinstance(getattr(v, "value", None), torch.Tensor):
         cls = _class_of(v)
@@ -84,7 +84,7 @@ def copy_var(frame, v: Var, memo: dict | None) -> Var:
                 (class_source(v.source, cls) if v.source is not None else None)
             out = InstanceVar(cls, cls_source)
             _remember(memo, v, out)
-            out.attrs = {k: again(i) for k, i in _fields(frame, v).items()}
+            out.attrs = Entries({k: again(i) for k, i in _fields(frame, v).items()}, filled=None)
             return out
         raise Unsupported(f"copying an object of {cls.__qualname__} (it customizes copying, or has a builtin base)")
     raise Unsupported(f"copying {type(v).__name__}")

@@ -4,7 +4,6 @@ the kinds' rules above it (a tensor's subscript, a user object's `__iter__`) thr
 protocol tables below, which their modules fill when imported."""
 from __future__ import annotations
 
-import collections
 import functools
 import operator
 import types
@@ -19,9 +18,16 @@ from ..values.vars import (IMMUTABLE, AttrDictVar, BoundVar, CellVar, ConstVar, 
                            FunctionVar, GradModeVar, IdentityKey, InstanceVar, IteratorVar, ListVar, MethodVar,
                            ObjectVar, PartialVar, RecordedContextVar, ScalarVar, SetVar, SuperVar, SymIntVar,
                            TensorVar, TupleVar, Var, key_var, note_mutation)
+from .iterators import deque_iterator, dict_iterator, set_iterator
 
 
 DATA_DEPENDENT_HINT = "use torch.where or torch.cond, or move the branch out of the compiled function"
+# Items of a container the trace makes from constants (`[0] * n`, `list(range(n))`): past this, a
+# graph break (each item is a Var). Past IMPOSSIBLE_ITEMS no machine has the memory: CPython
+# raises MemoryError at once (its size checks, or a failed allocation), and so does the trace.
+MAX_ITEMS = 100_000
+MAX_CHARS = 1 << 26  # (of a str or bytes the trace folds: one object, not a Var each)
+IMPOSSIBLE_ITEMS = 1 << 48
 
 # The protocols below (truth, iteration, membership, subscripts) are Python's, over every kind
 # of Var; what a kind does for them is the rule of that kind's module, above this one, and
@@ -193,6 +199,19 @@ def python_type(v: Var) -> type:
     return {BoundVar: types.MethodType, SuperVar: super, ListVar: list, DictVar: dict, MethodVar: types.MethodType}.get(type(v), object)
 
 
+def is_callable(v: Var) -> bool:
+    """callable(v), for any kind of Var."""
+    if isinstance(v, (ConstVar, ObjectVar)):
+        return callable(v.value)
+    if isinstance(v, (FunctionVar, MethodVar, BoundVar, PartialVar)):
+        return True
+    if isinstance(v, (InstanceVar, ExceptionVar)):
+        return class_attr(v.cls, "__call__") not in (_MISSING, None)
+    if isinstance(v, (TupleVar, ListVar, DictVar, SetVar, DictViewVar, IteratorVar, TensorVar, SymIntVar, ScalarVar)):
+        return False
+    raise Unsupported(f"callable() of {describe(v)}")
+
+
 def key_of(v: Var):
     """A dict key: the real hashable value, or an IdentityKey for a value hashed by identity
     that the trace holds as a Var (a tensor, an object made while tracing, an object that
@@ -233,10 +252,13 @@ def find_key(frame, items: dict, v: Var):
     return key
 
 
-def mutating(frame, v) -> None:
+def mutating(frame, v, assigns: bool = False) -> None:
     """`v` (a ListVar, DictVar or SetVar) is about to change in place: fine for one made while
     tracing; a list or dict that came in is changed in the trace's view and refilled by the
-    entry; a set that came in, or a frozenset, is not changed by the trace."""
+    entry; a set that came in, or a frozenset, is not changed by the trace. A deque counts the
+    change (its iterators raise on it), unless it `assigns` an item."""
+    if isinstance(v, ListVar) and v.py_type is not list and not assigns:
+        v.state += 1
     if isinstance(v, SetVar):
         if v.frozen or v.source is not None:
             raise Unsupported(f"changing {describe(v)} that came from outside" if v.source else "changing a frozenset")
@@ -280,11 +302,16 @@ def _real_identity(v: Var):
 
 
 def is_same(a: Var, b: Var, frame=None) -> bool:
-    same = _real_identity(a) is _real_identity(b)
+    same = _real_identity(a) is _real_identity(b) or _empty_tuple(a) and _empty_tuple(b)
     if frame is not None and a.source is not None and b.source is not None and a.source != b.source:
         # (the branch taken depends on the answer)
         frame.tracer.guards.add(AliasMatch(a.source, b.source) if same else DistinctMatch(a.source, b.source))
     return same
+
+
+def _empty_tuple(v: Var) -> bool:
+    """An empty tuple: CPython's one `()` (a tuple subclass's empty object is its own)."""
+    return isinstance(v, TupleVar) and v.py_type is tuple and not v.items
 
 
 def truthy(frame, v: Var) -> bool:
@@ -340,6 +367,8 @@ def unpack(frame, v: Var) -> list[Var]:
     if isinstance(v, SetVar):
         return SETS.members(v)
     if isinstance(v, ConstVar) and isinstance(v.value, (range, str, bytes, tuple, frozenset)):
+        if fold(len, v.value) > MAX_ITEMS:
+            raise Unsupported(f"iterating over {describe(v)[:60]} while tracing (more than {MAX_ITEMS} items)")
         return [const(x) for x in v.value]
     if isinstance(v, TensorVar):
         return [getitem(frame, v, ConstVar(i)) for i in range(TENSORS.tensor_len(frame, v))]
@@ -367,23 +396,19 @@ def _user_iter(frame, v: Var):
 
 
 def iterate(frame, v: Var) -> IteratorVar:
+    """iter(v), as CPython's iterator of that kind walks it (ops/iterators.py)."""
     if isinstance(v, IteratorVar):
         return v
     if isinstance(v, ListVar):
+        if v.py_type is not list:
+            return deque_iterator(v)
         return IteratorVar(v.items, live=True, over=v, py_type=LIST_ITERATOR)
-    if isinstance(v, (DictVar, DictViewVar)):
-        d = v if isinstance(v, DictVar) else v.dict_var
-        ordered = issubclass(d.py_type, collections.OrderedDict)
-        empty = collections.OrderedDict() if ordered else {}  # (the builtin: no subclass code runs)
-        kind = type(iter(empty if isinstance(v, DictVar) else getattr(empty, v.kind)()))
-        size, it = len(d.items), IteratorVar(unpack(frame, v), py_type=kind)
-
-        def unchanged():  # a dict checks its size at every step; an OrderedDict not once it gave its last key
-            if len(d.items) != size and not (ordered and it.pos >= len(it.items)):
-                raise python_error(RuntimeError, "OrderedDict mutated during iteration" if ordered else
-                                   "dictionary changed size during iteration")
-        it.on_next = unchanged
-        return it
+    if isinstance(v, DictVar):
+        return dict_iterator(v)
+    if isinstance(v, DictViewVar):
+        return dict_iterator(v.dict_var, v.kind)
+    if isinstance(v, SetVar):
+        return set_iterator(v, SETS.members(v))
     it = _user_iter(frame, v)
     if it is not None:
         return it
@@ -399,8 +424,6 @@ def _iterator_type(v: Var) -> type | None:
         return type(iter(v.value))  # (a str, range, bytes, tuple or frozenset)
     if isinstance(v, TupleVar):
         return type(iter(()))
-    if isinstance(v, SetVar):
-        return type(iter(set()))
     return None
 
 
@@ -437,14 +460,7 @@ def contains(frame, container: Var, item: Var) -> bool:
     if isinstance(container, DictViewVar):
         container = ListVar(container.current())
     if isinstance(container, (TupleVar, ListVar)):
-        for el in container.items:
-            if is_same(el, item):
-                return True
-            if isinstance(el, TensorVar) or isinstance(item, TensorVar):
-                raise Unsupported("`in` over tensors compares tensor values (data-dependent)", DATA_DEPENDENT_HINT)
-            if fold(operator.eq, python_value(el, "`in`"), python_value(item, "`in`")):
-                return True
-        return False
+        return any(_is_member(el, item) for el in container.items)
     if isinstance(container, ObjectVar) and type(container.value) is frozenset:
         if container.source is not None:  # (dataclasses' _ATOMIC_TYPES: the same frozenset holds the same)
             frame.tracer.guards.add(IdMatch(container.source, container.value))
@@ -459,9 +475,22 @@ def contains(frame, container: Var, item: Var) -> bool:
     inherited = USER.base_protocol(frame, container, "__contains__", item)
     if inherited is not None:
         return truthy(frame, inherited)
-    if USER.call_dunder(frame, container, "__iter__") is not None:
-        return contains(frame, ListVar(unpack(frame, container)), item)
+    it = _user_iter(frame, container)
+    if it is not None:  # (item by item, up to the first equal one, as CPython's search)
+        while (el := it.next()) is not None:
+            if _is_member(el, item):
+                return True
+        return False
     raise Unsupported(f"`in` on {describe(container)}")
+
+
+def _is_member(el: Var, item: Var) -> bool:
+    """`el is item or el == item`, for `in` over a sequence's items."""
+    if is_same(el, item):
+        return True
+    if isinstance(el, TensorVar) or isinstance(item, TensorVar):
+        raise Unsupported("`in` over tensors compares tensor values (data-dependent)", DATA_DEPENDENT_HINT)
+    return fold(operator.eq, python_value(el, "`in`"), python_value(item, "`in`"))
 
 
 def getitem(frame, obj: Var, index: Var) -> Var:
@@ -485,6 +514,8 @@ def getitem(frame, obj: Var, index: Var) -> Var:
         if isinstance(i, slice):
             if isinstance(obj, ListVar):
                 return ListVar(picked)
+            if obj.py_type is tuple and len(picked) == len(obj.items) and i.indices(len(picked))[::2] == (0, 1):
+                return obj  # (the whole of a tuple: CPython's slice is the tuple itself)
             py_type = obj.py_type if obj.py_type in (tuple, torch.Size) else tuple
             return TupleVar(picked, py_type=py_type)
         return picked
@@ -545,7 +576,7 @@ def setitem(frame, obj: Var, index: Var, value: Var) -> None:
         TENSORS.call_function(frame, operator.setitem, (obj, index, value), {})
         return
     if isinstance(obj, (ListVar, DictVar)):
-        mutating(frame, obj)
+        mutating(frame, obj, assigns=True)
     if isinstance(obj, ListVar):
         i = _index(obj, python_value(index, "a list index"))
         if isinstance(i, slice):  # (taken whole first: ops/fills.py, the row of list.__setitem__)

@@ -392,13 +392,23 @@ def is_user_object(v: Var) -> bool:
     return isinstance(v, ObjectVar) and not isinstance(v.value, NOT_USER) and _heap_type(type(v.value))
 
 
+# what a special method set to None (`__iter__ = None`) makes its protocol raise; any other:
+# "'NoneType' object is not callable" (CPython calls what the class holds)
+BLOCKED = {"__iter__": "'{}' object is not iterable", "__contains__": "'{}' object is not a container",
+           "__hash__": "unhashable type: '{}'", "__reversed__": "'{}' object is not reversible"}
+
+
 def dunder(frame, v: Var, name: str) -> Var | None:
-    """`type(v).name` bound to `v`, when v is a user object whose class defines it in Python."""
+    """`type(v).name` bound to `v`, when v is a user object whose class defines it in Python.
+    A class that sets it to None blocks the protocol: the TypeError eager raises."""
     if not is_user_object(v):
         return None
-    static = class_attr(type_of(v), name)
+    cls = type_of(v)
+    static = class_attr(cls, name)
     if isinstance(static, types.FunctionType):
         return BoundVar(static, v, _on_class(v, name))
+    if static is None:
+        raise python_error(TypeError, BLOCKED.get(name, "'NoneType' object is not callable").format(cls.__name__))
     return None
 
 

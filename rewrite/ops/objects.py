@@ -314,7 +314,10 @@ def dict_method(frame, d: DictVar, name: str, args: list[Var], kwargs) -> Var:
             last = python_value(kwargs.get("last", args[0] if args else ConstVar(True)), "popitem(last=)")
             if not items:
                 raise python_error(KeyError, "popitem(): dictionary is empty")
-            key = next(reversed(items)) if last or d.py_type is not collections.OrderedDict else next(iter(items))
+            if d.py_type is not collections.OrderedDict:  # (dict.popitem frees the last position again)
+                key, value = items.popitem()
+                return TupleVar([key_var(key), value])
+            key = next(reversed(items)) if last else next(iter(items))
             return TupleVar([key_var(key), items.pop(key)])
         if name == "move_to_end":
             return METHODS["move_to_end"][0](frame, d, args, kwargs)

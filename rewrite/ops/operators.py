@@ -5,9 +5,9 @@ import operator
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import Unsupported, python_error
 from ..values.vars import ConstVar, ListVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var
-from .core import const, describe, fold, foldable, mutating
+from .core import IMPOSSIBLE_ITEMS, MAX_CHARS, MAX_ITEMS, const, describe, fold, foldable, mutating
 from .fills import inplace
 from .instances import binary as user_binary, call_dunder, is_user_object
 from .sets import binary as set_binary
@@ -55,13 +55,38 @@ def binary(frame, sym: str, a: Var, b: Var) -> Var:
     if seq is not None:
         return seq
     if foldable(a) and foldable(b):
-        return const(fold(fn, a.python_value(), b.python_value()))
+        x, y = a.python_value(), b.python_value()
+        if fn in (operator.mul, operator.imul) and type(x) in (str, bytes, tuple) and type(y) is int:
+            repeat_count(len(x), y, fold=True, cap=MAX_ITEMS if type(x) is tuple else MAX_CHARS)
+        elif fn in (operator.mul, operator.imul) and type(y) in (str, bytes, tuple) and type(x) is int:
+            repeat_count(len(y), x, fold=True, cap=MAX_ITEMS if type(y) is tuple else MAX_CHARS)
+        return const(fold(fn, x, y))
     raise Unsupported(f"operator {sym} on {describe(a)} and {describe(b)}")
 
 
+def repeat_count(length: int, n: int, fold: bool = False, cap: int = MAX_ITEMS) -> int:
+    """`n`, for a sequence of `length` items repeated n times: past `cap` the trace does not
+    make it (a graph break: eager may or may not find the memory), unless no machine could
+    (then CPython's MemoryError, or its own error where the real operation is to be `fold`ed:
+    it raises at once)."""
+    total = length * max(n, 0)
+    if total <= cap:
+        return n
+    if total >= IMPOSSIBLE_ITEMS:
+        if fold:
+            return n
+        raise python_error(MemoryError)
+    raise Unsupported(f"a sequence of {total} items made while tracing (more than {cap})",
+                      "make large constant containers outside the compiled function")
+
+
 def _sequence_op(frame, sym, a, b):
-    """`+` and `*` on tuples and lists of Vars (items may be tensors)."""
+    """`+` and `*` on tuples and lists of Vars (items may be tensors). A tuple's `+ ()` and
+    `* 1` are the tuple itself, as CPython's (an exact tuple)."""
     seqs = (TupleVar, ListVar)
+    if sym in ("+", "+=") and isinstance(a, TupleVar) and isinstance(b, TupleVar) and \
+            a.py_type is tuple is b.py_type and not (a.items and b.items):
+        return b if not a.items else a
     if sym in ("+", "+=") and isinstance(a, seqs) and type(a) is type(b):
         sizes = torch.Size in (getattr(a, "py_type", None), getattr(b, "py_type", None))
         py_type = torch.Size if sizes else tuple  # tuple + Size is a Size, as torch.Size.__radd__ makes it
@@ -76,13 +101,16 @@ def _sequence_op(frame, sym, a, b):
     if sym in ("*", "*=") and isinstance(a, seqs) and isinstance(b, ConstVar) and type(b.value) is int:
         if isinstance(a, ListVar) and a.py_type is not list:
             raise Unsupported("operator * on a deque")
+        n = repeat_count(len(a.items), b.value)
         if sym == "*=" and isinstance(a, ListVar):
             mutating(frame, a)
-            a.items[:] = a.items * b.value
+            a.items[:] = a.items * n
             return a
         if isinstance(a, TupleVar):
-            return TupleVar(a.items * b.value, py_type=torch.Size if a.py_type is torch.Size else tuple)
-        return ListVar(a.items * b.value)
+            if a.py_type is tuple and (n == 1 or not a.items):
+                return a
+            return TupleVar(a.items * n, py_type=torch.Size if a.py_type is torch.Size else tuple)
+        return ListVar(a.items * n)
     if sym in ("==", "!=") and isinstance(a, seqs) and isinstance(b, seqs) and not (foldable(a) and foldable(b)):
         raise Unsupported("comparing sequences that hold tensors (data-dependent)")
     return None

@@ -13,7 +13,7 @@ import operator
 
 from ..bytecode.compat import ISSUBSET_INTERSECTS
 from ..errors import Unsupported, python_error
-from ..values.vars import ConstVar, DictViewVar, InstanceVar, ObjectVar, SetVar, TensorVar, Var
+from ..values.vars import ConstVar, DictViewVar, Entries, InstanceVar, ObjectVar, SetVar, TensorVar, Var
 from .core import SETS, class_attr, const, describe, foldable, iterate, mutating, unpack
 
 def member_key(v: Var):
@@ -120,7 +120,7 @@ def method(frame, s: SetVar, name: str, args: list[Var], kwargs) -> Var:
 
 def _copy(s: SetVar, frozen: bool) -> SetVar:
     out = SetVar(frozen=frozen)
-    out.items = dict(s.items)
+    out.items = Entries(s.items)
     out.real = s.real.copy() if s.real is not None else None
     return out
 

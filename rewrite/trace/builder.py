@@ -206,9 +206,8 @@ def _wrap(tracer, value, source, t, add):
         tracer.guards.add(TensorMatch.of(source, value, dims), example=value)
         var = tracer.graph.placeholder(source, value)
         if dims and var.sym is None:
-            var.sym = tuple(tracer.shape_env.size(n, SizeSource(source, i)) if i in dims else n
-                            for i, n in enumerate(value.shape))
-            var.node.meta["sym_shape"] = var.sym
+            tracer.graph.symbolic_sizes(var, tuple(tracer.shape_env.size(n, SizeSource(source, i)) if i in dims else n
+                                                   for i, n in enumerate(value.shape)), tracer.shape_env)
         return var
     if t is int and isinstance(source, LocalSource) and tracer.dynamic.int_dynamic(source, value):
         add(TypeMatch(source, int))  # its value: shape guards on the symbol

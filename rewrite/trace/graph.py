@@ -39,6 +39,7 @@ class GraphBuilder:
         self.input_ids: set[int] = set()
         self._write_check = _InputWriteCheck(self.input_storages, self.input_ids)
         self._real_of = weakref.WeakValueDictionary()  # node -> the real tensor it computed, while it lives
+        self.shape_env = None  # the trace's ShapeEnv, once an input has a symbolic size (see `symbolic_sizes`)
 
     # -- inputs ---------------------------------------------------------------------------
     def placeholder(self, source: Source, value: torch.Tensor) -> TensorVar:
@@ -63,7 +64,16 @@ class GraphBuilder:
         node = self._input_node(source, value)
         sym = env.size(value, source, integer=True)
         node.meta["sym_shape"] = sym
+        self.shape_env = env
         return SymIntVar(node, sym, value, env, source)
+
+    def symbolic_sizes(self, var: TensorVar, sym: tuple, env) -> None:
+        """An input's sizes, some of them symbols of `env`, the trace's ShapeEnv: kept with the
+        graph, as what the trace decided on them (a size it pinned) decides what the hand-off
+        to torch's backends makes dynamic (rewrite/handoff.py)."""
+        var.sym = sym
+        var.node.meta["sym_shape"] = sym
+        self.shape_env = env
 
     def size_input(self, source: Source, value: int):
         """A tensor input's size as a graph input of its own, as Dynamo's graphs take one for

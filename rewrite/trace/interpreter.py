@@ -15,9 +15,10 @@ import torch
 
 from .. import config, logs
 from ..bytecode import original_code
+from ..bytecode.splice import binding_error
 from ..bytecode import compat
-from ..bytecode.compat import exception_handlers, handled_offsets
-from ..errors import PythonError, Raised, RaisesEagerly, Unsupported
+from ..bytecode.compat import NOT_TRY_HANDLERS, exception_handlers, handled_offsets
+from ..errors import PythonError, Raised, RaisesEagerly, Unsupported, UserError
 from ..guards.codegen import GuardSet
 from ..guards.guard import DefaultDtypeMatch, GradModeMatch, IdMatch, NotInMatch
 from ..guards.shapes import ShapeEnv
@@ -27,12 +28,13 @@ from ..ops.core import const
 from ..ops.markers import disabled, dynamo_patch
 from ..ops.objects import trusted_globals
 from ..values.side_effects import SideEffects, location
-from ..values.vars import (BoundVar, CellVar, ConstVar, DictVar, ExceptionVar, FunctionVar, IteratorVar, ObjectVar,
+from ..values.vars import (BoundVar, CellVar, ConstVar, DictVar, ExceptionVar, FunctionVar, ObjectVar,
                            TupleVar, Var, checkpoint_mark)
 from . import handlers  # noqa: F401  (registers the opcode handlers in opcodes.HANDLERS)
 from .builder import DynamicPolicy, wrap
 from .graph import GraphBuilder
-from .opcodes import HANDLERS, Lazy, Return, Yielded
+from .generators import Generator, finalize
+from .opcodes import HANDLERS, Lazy, Return
 
 @functools.lru_cache(maxsize=4096)
 def instructions_of(code: types.CodeType):
@@ -86,6 +88,10 @@ class Tracer:
         self.root_cells_shared = False  # a closure over the root frame's cells was made
         self.open_contexts: list = []  # recorded contexts (autocast, ...) entered for real, innermost last
         self.ops_in_try = False  # graph ops an `except` covers: the entry runs eagerly if the graph raises
+        self.frames: list = []  # the frames running now, outermost first
+        self.generators = 0  # generators made: from the first one on, each frame keeps its instruction's operands
+        self.pending: list = []  # suspended generators whose closing runs code (trace/generators.py)
+        self.finalizing = False
         self.side_effects = SideEffects(self)
         if compat.UNTRACED:  # the prologue works on 3.12 and 3.13; their opcode handlers are to come
             raise Unsupported(compat.UNTRACED)
@@ -168,92 +174,13 @@ class Tracer:
             cells[name] = cell
         frame = Frame(self, code, locals_, cells, globals_, global_source, caller)
         if code.co_flags & 0x20:  # a generator: its body runs as it is consumed, as in Python
+            self.generators += 1
             return Generator(self, frame).iterator
         self.depth += 1
         try:
             return frame.run()
         finally:
             self.depth -= 1
-
-class Generator:
-    """A generator the trace runs: its frame runs as it is consumed (`next`, `send`) and takes
-    the exceptions thrown in (`throw`, `close`) at the `yield` it stopped at, as CPython's."""
-
-    def __init__(self, tracer: Tracer, frame: "Frame"):
-        self.tracer, self.frame = tracer, frame
-        self.started = self.done = False
-        self.iterator = IteratorVar(step=self.next, py_type=types.GeneratorType)
-        self.iterator.generator = self
-
-    def next(self) -> Var | None:
-        """The next value; None when the generator returned (its value: iterator.result)."""
-        return self._resume(None, None)
-
-    def send(self, value: Var) -> Var:
-        if not self.started and not (isinstance(value, ConstVar) and value.value is None):
-            raise Raised(ExceptionVar(TypeError, [ConstVar("can't send non-None value to a just-started generator")]))
-        return self._yielded(self._resume(value, None))
-
-    def throw(self, exc: ExceptionVar) -> Var:
-        return self._yielded(self._resume(None, exc))
-
-    def close(self) -> Var:
-        """GeneratorExit thrown in; what the generator returned instead is close()'s result
-        where this Python says so (compat.CLOSE_RETURNS_VALUE), else None."""
-        if self.done or not self.started:
-            self.done = True
-            return ConstVar(None)
-        try:
-            self._resume(None, ExceptionVar(GeneratorExit, []))
-        except Raised as r:
-            if isinstance(r.exc, ExceptionVar) and issubclass(r.exc.cls, GeneratorExit):
-                return ConstVar(None)
-            raise
-        if not self.done:
-            raise Raised(ExceptionVar(RuntimeError, [ConstVar("generator ignored GeneratorExit")]))
-        return self.iterator.result if compat.CLOSE_RETURNS_VALUE else ConstVar(None)
-
-    def _yielded(self, value: Var | None) -> Var:
-        if value is None:  # returned: StopIteration carries the value
-            result = self.iterator.result
-            raise Raised(ExceptionVar(StopIteration, [] if result is None else [result]))
-        return value
-
-    def _resume(self, value: Var | None, exc: ExceptionVar | None) -> Var | None:
-        frame = self.frame
-        if self.done or exc is not None and not self.started:
-            self.done = True
-            if exc is not None:
-                raise Raised(exc)
-            return None
-        if self.started:
-            if exc is None:
-                frame.push(ConstVar(None) if value is None else value)  # what the yield evaluates to
-            else:
-                at = frame.instructions[frame.ip - 1]  # the YIELD_VALUE it stopped at
-                after = frame.instructions[frame.ip]
-                if after.opname == "RESUME" and after.arg & 3 != 1:  # (2: `yield from`, 3: `await`; 3.13
-                    # keeps a flag in bit 2)
-                    raise Unsupported("an exception thrown into a generator stopped in `yield from`")
-                if not frame.catch(exc, at):
-                    self.done = True
-                    raise Raised(exc)
-        self.started = True
-        self.tracer.depth += 1
-        try:
-            self.iterator.result = frame.run()
-        except Yielded as y:
-            return y.value
-        except Raised as r:
-            self.done = True
-            if isinstance(r.exc, ExceptionVar) and issubclass(r.exc.cls, StopIteration):  # PEP 479
-                raise Raised(ExceptionVar(RuntimeError, [ConstVar("generator raised StopIteration")])) from None
-            raise
-        finally:
-            self.tracer.depth -= 1
-        self.done = True  # returned
-        return None
-
 
 def _global_source_for(globals_: dict, root_globals: dict, fn_source: Source | None):
     if globals_ is root_globals:
@@ -264,13 +191,19 @@ def _global_source_for(globals_: dict, root_globals: dict, fn_source: Source | N
 
 
 def bind_arguments(code, args, kwargs, defaults, kwdefaults) -> dict[str, Var]:
-    """Python's argument binding, over Vars."""
+    """Python's argument binding, over Vars; where it fails, Python's own TypeError (the user's)."""
     npos, nkw = code.co_argcount, code.co_kwonlyargcount
     names = code.co_varnames
     has_varargs, has_varkw = bool(code.co_flags & 0x04), bool(code.co_flags & 0x08)
+
+    def fail():
+        error = binding_error(code, len(defaults), kwdefaults, len(args), kwargs)
+        if error is None:  # (binds in Python: the tracer's binding is wrong)
+            raise Unsupported(f"binding the arguments of {code.co_qualname}")
+        return PythonError(error)
     out: dict[str, Var] = {}
     if len(args) > npos and not has_varargs:
-        raise Unsupported(f"{code.co_qualname}() takes {npos} positional arguments but {len(args)} were given")
+        raise fail()
     for name, value in zip(names[:npos], args):
         out[name] = value
     rest = dict(kwargs)
@@ -278,7 +211,7 @@ def bind_arguments(code, args, kwargs, defaults, kwdefaults) -> dict[str, Var]:
     for name in names[:npos + nkw]:
         if name in rest and name not in posonly:
             if name in out:
-                raise Unsupported(f"{code.co_qualname}() got multiple values for argument {name!r}")
+                raise fail()
             out[name] = rest.pop(name)
     first_default = npos - len(defaults)
     for i, name in enumerate(names[:npos]):
@@ -286,13 +219,13 @@ def bind_arguments(code, args, kwargs, defaults, kwdefaults) -> dict[str, Var]:
             if i >= first_default:
                 out[name] = defaults[i - first_default]
             else:
-                raise Unsupported(f"{code.co_qualname}() missing required argument {name!r}")
+                raise fail()
     for name in names[npos:npos + nkw]:
         if name not in out:
             if name in kwdefaults:
                 out[name] = kwdefaults[name]
             else:
-                raise Unsupported(f"{code.co_qualname}() missing required keyword-only argument {name!r}")
+                raise fail()
     i = npos + nkw
     if has_varargs:
         out[names[i]] = TupleVar(args[npos:])
@@ -300,7 +233,7 @@ def bind_arguments(code, args, kwargs, defaults, kwdefaults) -> dict[str, Var]:
     if has_varkw:
         out[names[i]] = DictVar(rest)
     elif rest:
-        raise Unsupported(f"{code.co_qualname}() got unexpected keyword arguments {sorted(rest)}")
+        raise fail()
     return out
 
 
@@ -331,6 +264,7 @@ class Frame:
         self.checkpoint: Checkpoint | None = None  # root frame only
         self.lineno = code.co_firstlineno
         self.kw_names: tuple[str, ...] = ()
+        self.operands: list | None = None  # the stack before the instruction running now (what it took)
 
     def in_try(self) -> bool:
         """Whether an exception raised now could be caught by a handler of this frame or a
@@ -408,14 +342,31 @@ class Frame:
         return self.tracer.wrap(value, CellContentsSource(cell.source) if cell.source else None)
 
     # -- the loop ------------------------------------------------------------------------------
+    def runs_handler_at(self, index: int) -> bool:
+        """Whether an exception raised at instruction `index` runs code of the function's own (a
+        handler of a `try` or `with` covers it, not one Python adds)."""
+        entry = self.handlers.get(self.instructions[index].offset)
+        return entry is not None and self.instructions[self.index_of[entry[0]]].opname not in NOT_TRY_HANDLERS
+
     def run(self) -> Var:
+        self.tracer.frames.append(self)
+        try:
+            return self._run()
+        finally:
+            self.tracer.frames.pop()
+
+    def _run(self) -> Var:
         tracer = self.tracer
         log = logs.get("trace") if tracer.log_trace else None
         insts = self.instructions
         is_root = self is tracer.root
         while True:
+            if tracer.pending:  # (the previous instruction may have let go of a generator's last reference)
+                self._finalize()
             if is_root:
                 self.checkpoint = Checkpoint(self)
+            if tracer.generators:
+                self.operands = list(self.stack)
             inst = insts[self.ip]
             self.ip += 1
             if inst.positions is not None and inst.positions.lineno is not None:
@@ -432,6 +383,8 @@ class Frame:
                     raise Unsupported(f"opcode {inst.opname} is not supported")
                 fn(self, inst)
             except Return as r:
+                if is_root and tracer.pending:  # (its frame goes: what only its locals held, too)
+                    self._finalize(r.value)
                 return r.value
             except Unsupported as e:
                 raise self._locate(e)
@@ -439,10 +392,22 @@ class Frame:
                 exc = e.exc if isinstance(e, Raised) else exception_var(e.error)
                 if not self.catch(exc, inst):
                     if is_root:  # the call raises: where, is for the graph break (or eager run) to find
-                        raise self._locate(RaisesEagerly(f"raising {exc.cls.__name__} (the call raises eagerly)"))
+                        raise self._locate(RaisesEagerly(f"raising {exc.cls.__name__} (the call raises eagerly)",
+                                                         exc.cls))
                     raise Raised(exc) from None
             except RecursionError:
                 raise self._locate(Unsupported("recursion too deep while tracing"))
+            except UserError as e:  # a torch op raised: the call runs eagerly, where an `except` may catch it
+                if e.covered is None:
+                    e.covered = self.in_try()
+                raise
+            self.operands = None
+
+    def _finalize(self, returned: Var | None = None) -> None:
+        try:
+            finalize(self.tracer, returned)
+        except Unsupported as e:
+            raise self._locate(e)
 
     def catch(self, exc: Var, inst) -> bool:
         """Hand a traced exception to this frame's handler for `inst`, as the interpreter

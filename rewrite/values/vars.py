@@ -234,24 +234,27 @@ def make_tuple(py_type, values):
 
 
 class ListVar(Var):
-    """A list, or (`py_type` collections.deque) a deque of at most `maxlen` items."""
-    __slots__ = ("items", "mutable", "py_type", "maxlen")
+    """A list, or (`py_type` collections.deque) a deque of at most `maxlen` items. `state`
+    counts a deque's changes other than item assignment (its iterators compare it, as
+    CPython's deque iterator compares the deque's own count)."""
+    __slots__ = ("items", "mutable", "py_type", "maxlen", "state")
 
     def __init__(self, items, source=None, mutable=True, py_type=list, maxlen=None):
         super().__init__(source)
         self.items = list(items)
         self.mutable = mutable
         self.py_type, self.maxlen = py_type, maxlen
+        self.state = 0
 
     def python_value(self):
         values = [v.python_value() for v in self.items]
         return values if self.py_type is list else self.py_type(values, self.maxlen)
 
     def snapshot(self):
-        return list(self.items)
+        return list(self.items), self.state
 
     def restore(self, saved) -> None:
-        self.items[:] = saved  # (in place: its iterators share the list)
+        self.items[:], self.state = saved  # (in place: its iterators share the list)
 
     def __repr__(self):
         return f"ListVar({self.items!r})"
@@ -288,15 +291,121 @@ def key_var(key) -> "Var":
     return ObjectVar(key)
 
 
+# CPython's smallest dict table holds 5 entries (USABLE_FRACTION(PyDict_MINSIZE)): a dict whose
+# table has fewer positions in use than that cannot be resized by one insertion
+DICT_MIN_USABLE = 5
+
+
+class Entries(dict):
+    """A dict's items as the trace holds them (key -> Var) and what CPython's dict iterators
+    read of the real dict: each key's `position` in its entry table (a new key is appended, a
+    deleted one leaves a hole, `popitem` frees the last position again; positions only grow,
+    in the dict's order), and `state`, the count of keys added and removed (an OrderedDict's
+    iterator compares it, as do the tracer's iterators over sets).
+
+    CPython compacts the table when an insertion finds it full, which renumbers positions;
+    when that could have happened is not known to the trace beyond a bound: `filled` is an
+    upper bound of the real table's positions in use (None: not known, a dict that came in),
+    and `unsure` counts the insertions made where a compaction may have happened (an
+    iterator that sees it change cannot tell where it is: ops/iterators.py)."""
+    __slots__ = ("position", "next", "state", "filled", "unsure")
+
+    def __init__(self, items=(), filled: int | None = -1):
+        super().__init__(items)
+        self.position = {k: i for i, k in enumerate(self)}
+        self.next = len(self)
+        self.state = self.unsure = 0
+        if isinstance(items, Entries):  # a copy: CPython's keeps the table's holes
+            self.filled = items.filled
+        else:
+            self.filled = len(self) if filled == -1 else filled
+
+    def _add(self, key) -> None:
+        if self.filled is None or self.filled >= DICT_MIN_USABLE:
+            self.unsure += 1
+        else:
+            self.filled += 1
+        self.position[key] = self.next
+        self.next += 1
+        self.state += 1
+
+    def _remove(self, key) -> None:
+        del self.position[key]
+        self.state += 1
+
+    def __setitem__(self, key, value) -> None:
+        if key not in self:
+            self._add(key)
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key) -> None:
+        super().__delitem__(key)
+        self._remove(key)
+
+    def pop(self, key, *default):
+        if key in self:
+            self._remove(key)
+        return super().pop(key, *default)
+
+    def popitem(self):
+        """dict.popitem: the last item; its position is the next insertion's."""
+        key, value = super().popitem()
+        self.next = self.position[key]
+        self._remove(key)
+        if self.filled is not None:
+            self.filled = max(self.filled - 1, 0)
+        return key, value
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self._add(key)
+        return super().setdefault(key, default)
+
+    def update(self, *args, **kwargs) -> None:
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+    def clear(self) -> None:
+        super().clear()
+        self.position.clear()
+        self.next, self.filled = 0, 0  # (a new, empty table)
+        self.state += 1
+
+    def move_to_end(self, key, last: bool = True) -> None:
+        """OrderedDict.move_to_end: a change of its order only where the key moves."""
+        keys = list(self)
+        if keys[-1 if last else 0] == key:
+            return
+        value = super().pop(key)
+        if last:
+            super().__setitem__(key, value)
+        else:
+            rest = dict(self)
+            super().clear()
+            super().__setitem__(key, value)
+            super().update(rest)
+        self.state += 1
+
+    def snapshot(self):
+        return dict(self), dict(self.position), self.next, self.state, self.filled, self.unsure
+
+    def restore(self, saved) -> None:
+        items, position, self.next, self.state, self.filled, self.unsure = saved
+        super().clear()
+        super().update(items)
+        self.position.clear()
+        self.position.update(position)
+
+
 class DictVar(Var):
-    """Keys are real hashable Python values or IdentityKeys; values are Vars. `py_type` is
-    dict, collections.OrderedDict or collections.defaultdict (`factory`: its default_factory,
-    a Var)."""
+    """Keys are real hashable Python values or IdentityKeys; values are Vars (`items`, an
+    Entries). `py_type` is dict, collections.OrderedDict or collections.defaultdict (`factory`:
+    its default_factory, a Var)."""
     __slots__ = ("items", "mutable", "py_type", "factory")
 
     def __init__(self, items: dict, source=None, mutable=True, py_type=dict, factory=None):
         super().__init__(source)
-        self.items = dict(items)
+        self.items = Entries(items, filled=None if source is not None else -1)
         self.mutable = mutable
         self.py_type, self.factory = py_type, factory
 
@@ -309,14 +418,13 @@ class DictVar(Var):
         return self.py_type(out)
 
     def snapshot(self):
-        return dict(self.items)
+        return self.items.snapshot()
 
     def restore(self, saved) -> None:
-        self.items.clear()
-        self.items.update(saved)
+        self.items.restore(saved)
 
     def __repr__(self):
-        return f"DictVar({self.items!r})"
+        return f"DictVar({dict(self.items)!r})"
 
 
 class SetVar(Var):
@@ -326,7 +434,7 @@ class SetVar(Var):
 
     def __init__(self, frozen: bool = False, source=None):
         super().__init__(source)
-        self.items: dict = {}
+        self.items: Entries = Entries()  # (its `state` counts members added and removed)
         self.real: set | None = set()
         self.frozen = frozen
 
@@ -340,27 +448,28 @@ class SetVar(Var):
         return frozenset(values) if self.frozen else set(values)
 
     def snapshot(self):
-        return dict(self.items), None if self.real is None else set(self.real)
+        return self.items.snapshot(), None if self.real is None else set(self.real)
 
     def restore(self, saved) -> None:
-        items, real = saved
-        self.items.clear()
-        self.items.update(items)
-        self.real = real
+        items, self.real = saved
+        self.items.restore(items)
 
     def __repr__(self):
         return f"SetVar({list(self.items.values())!r})"
 
 
 class IteratorVar(Var):
-    """An iterator: `next()` returns the next Var, or None when exhausted.
+    """An iterator: `next()` returns the next Var, or None when exhausted -- and from then
+    on, as CPython's iterators stay exhausted once exhausted (a list appended to after its
+    iterator ran out does not start it again).
 
     Over a ListVar it shares the list's own items, so appends made while looping are seen,
     as Python's list iterator sees them. With `step`, each item is computed on demand
-    (generators, enumerate, zip, map, filter), so they interleave with their consumer as
-    they do in Python.
+    (generators, enumerate, zip, map, filter; the iterators of ops/iterators.py, which also
+    give `snapshot` and `restore`), so they interleave with their consumer as they do in
+    Python.
     """
-    __slots__ = ("items", "pos", "on_next", "step", "over", "result", "py_type", "generator")
+    __slots__ = ("items", "pos", "done", "on_next", "step", "over", "result", "py_type", "generator")
 
     def __init__(self, items=(), live: bool = False, on_next=None, step=None, over=None, py_type=None):
         super().__init__(None)
@@ -369,28 +478,38 @@ class IteratorVar(Var):
         self.over = over  # the ListVar a live iterator walks
         self.items = items if live else list(items)
         self.pos = 0
-        self.on_next = on_next  # a check run before each step (dicts: size unchanged)
+        self.done = False  # exhausted
+        self.on_next = on_next  # a check run before each step
         self.step = step  # () -> Var | None, for lazy iterators
         self.result = None  # a generator's return value, once it has returned
 
     def next(self):
         if self.step is not None:
-            note_mutation(self)  # (a lazy one cannot be undone: see snapshot)
+            note_mutation(self)  # (undone through the step's own snapshot, where it has one)
             return self.step()
         if self.on_next is not None:
             self.on_next()
-        if self.pos >= len(self.items):
+        if self.done:
             return None
         if self.born < _watermark:
             note_mutation(self)
+        if self.pos >= len(self.items):
+            self.done = True
+            return None
         self.pos += 1
         return self.items[self.pos - 1]
 
     def snapshot(self):
-        return NotImplemented if self.step is not None else self.pos
+        if self.step is not None:
+            saved = getattr(self.step, "snapshot", None)
+            return NotImplemented if saved is None else saved()
+        return self.pos, self.done
 
     def restore(self, saved) -> None:
-        self.pos = saved
+        if self.step is not None:
+            self.step.restore(saved)
+        else:
+            self.pos, self.done = saved
 
 
 class DictViewVar(Var):
@@ -482,17 +601,17 @@ class InstanceVar(Var):
         super().__init__(None)
         self.cls = cls
         self.cls_source = cls_source
-        self.attrs: dict[str, Var] = {}
+        self.attrs: Entries = Entries(filled=None)  # (its `__dict__`, which a DictVar may iterate: an
+        # object's dict shares its keys with its class's others, so positions in it are not known)
         self.base = base  # of a dict or OrderedDict subclass: what the builtin holds (a DictVar)
         self.made_by = None  # (args, kwargs, state): the class's call that made it, and what it held then
 
     def snapshot(self):
-        return dict(self.attrs), None if self.base is None else self.base.snapshot()
+        return self.attrs.snapshot(), None if self.base is None else self.base.snapshot()
 
     def restore(self, saved) -> None:
         attrs, base = saved
-        self.attrs.clear()
-        self.attrs.update(attrs)
+        self.attrs.restore(attrs)
         if base is not None:
             self.base.restore(base)
 

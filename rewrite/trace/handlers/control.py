@@ -3,7 +3,7 @@ from ... import ops
 from ...bytecode.compat import END_FOR_POPS, SEND_KEEPS_ITERATOR, for_iter_exit
 from ...errors import Raised, Unsupported
 from ...ops import contexts
-from ...values.vars import BoundVar, ConstVar, ContextExitVar, ExceptionVar, ObjectVar
+from ...values.vars import BoundVar, ConstVar, ContextExitVar, ExceptionVar, IteratorVar, ObjectVar
 from ..opcodes import Return, Yielded, handler
 
 
@@ -116,20 +116,39 @@ def yield_value(frame, inst):
 
 @handler("RAISE_VARARGS")
 def raise_varargs(frame, inst):
-    """`raise` (re-raise), `raise exc`, `raise exc from cause` (the cause is not kept)."""
+    """`raise` (re-raise), `raise exc`, `raise exc from cause` (the cause is checked, not kept),
+    with the TypeErrors CPython's `do_raise` gives for what cannot be raised."""
     if inst.arg == 0:
         exc = frame.tracer.exc_info
+        if isinstance(exc, ConstVar) and exc.value is None:
+            raise Raised(_error(RuntimeError, "No active exception to reraise"))
         if not isinstance(exc, ExceptionVar):
             raise Unsupported("bare raise with no exception being handled (the call raises eagerly)")
         raise Raised(exc)
-    if inst.arg == 2:
-        frame.pop()
-    exc = frame.pop()
-    if isinstance(exc, ObjectVar) and isinstance(exc.value, type):
-        exc = ops.call(frame, exc, [], {})  # `raise ValueError`: the class, called
-    if not isinstance(exc, ExceptionVar):
-        raise Unsupported(f"raise of {ops.describe(exc)}")
+    cause = frame.pop() if inst.arg == 2 else None
+    exc = _exception(frame, frame.pop(), "exceptions must derive from BaseException")
+    if cause is not None and not (isinstance(cause, ConstVar) and cause.value is None):
+        _exception(frame, cause, "exception causes must derive from BaseException")
     raise Raised(exc)
+
+
+def _exception(frame, v, error: str) -> ExceptionVar:
+    """What `raise v` raises: an exception, or a class called with no arguments; TypeError
+    `error` for a value that is neither."""
+    if isinstance(v, ObjectVar) and isinstance(v.value, type) and issubclass(v.value, BaseException):
+        v = ops.call(frame, v, [], {})  # `raise ValueError`: the class, called
+    if isinstance(v, ExceptionVar):
+        return v
+    if isinstance(v, ObjectVar) and isinstance(v.value, BaseException) or \
+            isinstance(v, IteratorVar) and v.py_type is None:
+        raise Unsupported(f"raise of {ops.describe(v)}")  # (an exception that came in: not traced)
+    if not issubclass(ops.python_type(v), BaseException):
+        raise Raised(_error(TypeError, error))
+    raise Unsupported(f"raise of {ops.describe(v)}")
+
+
+def _error(cls: type, message: str) -> ExceptionVar:
+    return ExceptionVar(cls, [ConstVar(message)])
 
 
 @handler("PUSH_EXC_INFO")

@@ -1,0 +1,208 @@
+"""Generators the trace runs, and where they are finalized.
+
+A `Generator`'s frame runs as the generator is consumed (`next`, `send`) and takes the
+exceptions thrown in (`throw`, `close`) at the `yield` it stopped at, as CPython's.
+
+CPython closes a generator when its last reference goes (`g = gen(); next(g)` at the end of
+the call, `next(gen())` right after the call, a `for` loop's `break`): GeneratorExit is thrown
+in at its `yield`, and its `finally` blocks and `with` exits run there -- in program order with
+everything else the call does. The trace does the same: a generator left suspended where
+closing it runs code of its own (a handler covers the `yield`) is *pending*; after each
+instruction, a pending generator that nothing the trace holds refers to any more (the frames
+running, the operands their instructions took, what they hold, what the call's side effects
+keep) is closed there, its `close()` traced. A running generator is never closed. One whose
+closing raises (eager prints that as an unraisable exception) is a graph break.
+"""
+from __future__ import annotations
+
+import types
+
+from ..bytecode import compat
+from ..errors import Raised, Unsupported
+from ..values.vars import ConstVar, ExceptionVar, IdentityKey, IteratorVar, Var
+from .opcodes import Yielded
+
+# what the reachability walk does not enter: real values, code, the trace's own bookkeeping
+_OPAQUE = frozenset({"source", "born", "value", "node", "sym", "expr", "env", "code", "globals", "globals_source",
+                     "cls", "cls_source", "py_type", "real", "func", "func_source", "fresh", "handle", "kind",
+                     "enter_fn", "exit_fn", "made_by"})
+
+
+class Generator:
+    def __init__(self, tracer, frame):
+        self.tracer, self.frame = tracer, frame
+        self.started = self.done = False
+        self.iterator = IteratorVar(step=self.next, py_type=types.GeneratorType)
+        self.iterator.generator = self
+
+    def next(self) -> Var | None:
+        """The next value; None when the generator returned (its value: iterator.result)."""
+        return self._resume(None, None)
+
+    def send(self, value: Var) -> Var:
+        if not self.started and not (isinstance(value, ConstVar) and value.value is None):
+            raise Raised(ExceptionVar(TypeError, [ConstVar("can't send non-None value to a just-started generator")]))
+        return self._yielded(self._resume(value, None))
+
+    def throw(self, exc: ExceptionVar) -> Var:
+        return self._yielded(self._resume(None, exc))
+
+    def close(self) -> Var:
+        """GeneratorExit thrown in; what the generator returned instead is close()'s result
+        where this Python says so (compat.CLOSE_RETURNS_VALUE), else None."""
+        if self.done or not self.started:
+            self._finish()
+            return ConstVar(None)
+        try:
+            self._resume(None, ExceptionVar(GeneratorExit, []))
+        except Raised as r:
+            if isinstance(r.exc, ExceptionVar) and issubclass(r.exc.cls, GeneratorExit):
+                return ConstVar(None)
+            raise
+        if not self.done:
+            raise Raised(ExceptionVar(RuntimeError, [ConstVar("generator ignored GeneratorExit")]))
+        return self.iterator.result if compat.CLOSE_RETURNS_VALUE else ConstVar(None)
+
+    def _yielded(self, value: Var | None) -> Var:
+        if value is None:  # returned: StopIteration carries the value
+            result = self.iterator.result
+            raise Raised(ExceptionVar(StopIteration, [] if result is None else [result]))
+        return value
+
+    def _finish(self) -> None:
+        """Done: its frame is gone (what it held is let go, as CPython clears the frame)."""
+        self.done = True
+        self.frame.stack.clear()
+        self.frame.locals.clear()
+        if self in self.tracer.pending:
+            self.tracer.pending.remove(self)
+
+    def _resume(self, value: Var | None, exc: ExceptionVar | None) -> Var | None:
+        frame = self.frame
+        if self.done or exc is not None and not self.started:
+            self._finish()
+            if exc is not None:
+                raise Raised(exc)
+            return None
+        if self.started:
+            if exc is None:
+                frame.push(ConstVar(None) if value is None else value)  # what the yield evaluates to
+            else:
+                at = frame.instructions[frame.ip - 1]  # the YIELD_VALUE it stopped at
+                after = frame.instructions[frame.ip]
+                if after.opname == "RESUME" and after.arg & 3 != 1:  # (2: `yield from`, 3: `await`; 3.13
+                    # keeps a flag in bit 2)
+                    raise Unsupported("an exception thrown into a generator stopped in `yield from`")
+                if not frame.catch(exc, at):
+                    self._finish()
+                    raise Raised(exc)
+        self.started = True
+        self.tracer.depth += 1
+        try:
+            self.iterator.result = frame.run()
+        except Yielded as y:
+            self._suspended()
+            return y.value
+        except Raised as r:
+            self._finish()
+            if isinstance(r.exc, ExceptionVar) and issubclass(r.exc.cls, StopIteration):  # PEP 479
+                raise Raised(ExceptionVar(RuntimeError, [ConstVar("generator raised StopIteration")])) from None
+            raise
+        finally:
+            self.tracer.depth -= 1
+        self._finish()  # returned
+        return None
+
+    def _suspended(self) -> None:
+        """Stopped at a yield: pending if closing it there runs code of its own."""
+        pending = self.tracer.pending
+        if self.frame.runs_handler_at(self.frame.ip - 1):
+            if self not in pending:
+                pending.append(self)
+        elif self in pending:
+            pending.remove(self)
+
+
+def finalize(tracer, returned: Var | None = None) -> None:
+    """Close the pending generators nothing refers to any more (see the module's docstring).
+    `returned`: the root frame returns this, and its own frame is gone."""
+    if tracer.finalizing:
+        return
+    frames = tracer.frames if returned is None else []
+    running = {id(f) for f in tracer.frames}
+    alive = _reachable(_roots(tracer, frames, returned))
+    for gen in list(tracer.pending):
+        if id(gen.iterator) in alive or id(gen.frame) in running:
+            continue
+        tracer.pending.remove(gen)
+        tracer.finalizing = True
+        try:
+            gen.close()
+        except Raised as r:
+            raise Unsupported(f"closing a generator raised {getattr(r.exc, 'cls', Exception).__name__} (eager "
+                              "prints that as an unraisable exception)") from None
+        finally:
+            tracer.finalizing = False
+
+
+def _roots(tracer, frames, returned) -> list:
+    roots = [tracer.exc_info, *tracer.side_effects.stores.values(), *tracer.side_effects.containers.values(),
+             *tracer.wrapped.values()]
+    if returned is not None:
+        roots.append(returned)
+    for frame in frames:
+        roots += [frame.stack, frame.operands, frame.locals, frame.cells]
+    return roots
+
+
+def _reachable(roots) -> set[int]:
+    """The ids of what `roots` hold, through Vars, containers, the trace's iterators and the
+    frames of the generators reached."""
+    seen: set[int] = set()
+    todo = list(roots)
+    while todo:
+        x = todo.pop()
+        if x is None or id(x) in seen:
+            continue
+        seen.add(id(x))
+        todo.extend(_children(x))
+    return seen
+
+
+def _children(x):
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return x
+    if isinstance(x, dict):
+        return [*x.keys(), *x.values()]
+    if isinstance(x, IdentityKey):
+        return (x.var,)
+    if isinstance(x, Var):
+        return [getattr(x, name, None) for name in _slots(type(x))]
+    if isinstance(x, Generator):
+        f = x.frame
+        return (f.stack, f.locals, f.cells)
+    if isinstance(x, types.MethodType):  # a generator's step
+        return (x.__self__,)
+    if isinstance(x, types.FunctionType) and x.__module__.startswith("rewrite."):  # map's, zip's, ... steps
+        return [cell.cell_contents for cell in x.__closure__ or () if _filled(cell)]
+    if type(x).__module__.startswith("rewrite.ops."):  # the iterators' steps (ops/iterators.py)
+        return list(vars(x).values())
+    return ()
+
+
+_SLOTS: dict = {}
+
+
+def _slots(cls) -> tuple:
+    if cls not in _SLOTS:
+        names = [n for c in cls.__mro__ for n in getattr(c, "__slots__", ())]
+        _SLOTS[cls] = tuple(n for n in names if n not in _OPAQUE)
+    return _SLOTS[cls]
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True

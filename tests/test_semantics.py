@@ -1,0 +1,347 @@
+"""Python's own semantics, exactly (issue 38): iterators that stay exhausted, containers changed
+while they are iterated, identity of what immutable builtins return, builtins and functions
+called with the wrong arguments, special methods set to None, raise of what cannot be raised,
+abandoned generators, huge constant containers -- and strict mode, which lets no eager run
+hide a trace that went wrong.
+
+Each case is the body of a function `f(x)` that sets `out`; it runs in two forms, bare and
+inside `try: ... except Exception`, compiled with `fullgraph=True` (a case marked `breaks`
+compiles with graph breaks) and called twice against an eager run of the same code. What the
+module-level `LOG` holds after each call is compared too (a generator's `finally` writes it).
+"""
+import textwrap
+import warnings
+
+import pytest
+import torch
+
+import rewrite
+from rewrite import config
+from rewrite.errors import InternalError, python_error
+from rewrite.ops import core
+
+from conftest import assert_same
+
+PRELUDE = '''
+import collections
+import sys
+
+LOG = []
+
+
+class Missing(dict):
+    def __missing__(self, key):
+        return ("missing", key)
+
+
+class Logged:
+    """A context manager that logs its exit."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        LOG.append("exit")
+        return False
+
+
+def counted(n=2):
+    try:
+        for i in range(n):
+            yield i
+    finally:
+        LOG.append("finally")
+
+
+def guarded():
+    with Logged():
+        yield 1
+        yield 2
+
+
+def helper(a, b=1, *, c=2):
+    return a + b + c
+'''
+
+
+def _forms(body: str) -> dict:
+    body = textwrap.dedent(body).strip()
+    bare = f"def f(x):\n{textwrap.indent(body, '    ')}\n    return x + 1, out\n"
+    guarded = (f"def f(x):\n    try:\n{textwrap.indent(body, '        ')}\n"
+               "    except Exception as e:\n        return x + 2, type(e).__name__, str(e)\n    return x + 1, out\n")
+    return {"bare": bare, "try": guarded}
+
+
+def _load(source: str) -> dict:
+    ns = {"__name__": "semantics_case"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)  # (`is` with a literal: the point of a case)
+        exec(compile(PRELUDE + source, "semantics_case.py", "exec"), ns)
+    return ns
+
+
+def _outcome(ns, *args):
+    ns["LOG"].clear()
+    try:
+        result = ("value", ns["f"](*args))
+    except Exception as e:  # noqa: BLE001
+        result = ("raise", (type(e), str(e)))
+    return result, list(ns["LOG"])
+
+
+def check(body: str, fullgraph: bool = True, calls: int = 2):
+    """`body` in both forms, compiled, against eager (a fresh module of its own each)."""
+    for form, source in _forms(body).items():
+        eager, compiled = _load(source), _load(source)
+        rewrite.jit(compiled["f"], fullgraph=fullgraph)
+        for i in range(calls):
+            x = torch.full((2,), float(i))
+            (want, want_log), (got, got_log) = _outcome(eager, x), _outcome(compiled, x)
+            assert got[0] == want[0], (form, got, want)
+            if want[0] == "value":
+                assert_same(got[1], want[1])
+            else:
+                assert got[1] == want[1], (form, got, want)
+            assert got_log == want_log, (form, got_log, want_log)
+
+
+# --- iterators stay exhausted once exhausted --------------------------------------------------
+EXHAUSTED = {
+    "list": "xs = [1, 2]\nit = iter(xs)\nlist(it)\nxs.append(9)\nout = list(it)",
+    "list, next with a default": ("xs = [1]\nit = iter(xs)\nnext(it)\nnext(it, None)\nxs.append(2)\n"
+                                  "out = next(it, 'end')"),
+    "reversed list": "xs = [1]\nit = reversed(xs)\nlist(it)\nxs.append(2)\nout = list(it)",
+    "dict": "d = {'a': 1}\nit = iter(d)\nlist(it)\nd['b'] = 2\nout = list(it)",
+    "dict values": "d = {'a': 1}\nit = iter(d.values())\nlist(it)\nd['b'] = 2\nout = list(it)",
+    "OrderedDict": "d = collections.OrderedDict(a=1)\nit = iter(d)\nlist(it)\nd['b'] = 2\nout = list(it)",
+    "set": "s = {1}\nit = iter(s)\nlist(it)\ns.add(2)\nout = list(it)",
+    "enumerate": "xs = [1]\nit = enumerate(xs)\nlist(it)\nxs.append(2)\nout = list(it)",
+    "zip": "xs = [1]\nit = zip(xs, xs)\nlist(it)\nxs.append(2)\nout = list(it)",
+    "map": "xs = [1]\nit = map(str, xs)\nlist(it)\nxs.append(2)\nout = list(it)",
+    "filter": "xs = [1]\nit = filter(None, xs)\nlist(it)\nxs.append(2)\nout = list(it)",
+    "generator": "it = counted(1)\nlist(it)\nout = list(it)",
+    "deque, changed after": "d = collections.deque([1])\nit = iter(d)\nlist(it)\nd.append(2)\nout = list(it)",
+}
+
+
+@pytest.mark.parametrize("name", EXHAUSTED)
+def test_exhausted_iterators_stay_exhausted(name):
+    check(EXHAUSTED[name])
+
+
+# --- containers changed while they are iterated ---------------------------------------------------
+CHANGED = {
+    "dict keys changed, same size": "d = {1: 1, 2: 2}\nfor k in d:\n    del d[k]\n    d[k + 10] = 1\nout = d",
+    "dict key deleted and added again": ("d = {0: 0}\nout = []\nfor k in d:\n    out.append(k)\n    del d[0]\n"
+                                         "    d[0] = 0"),
+    "dict values view": ("d = {1: 1, 2: 2}\nout = []\nfor v in d.values():\n    out.append(v)\n    del d[1]\n"
+                         "    d[1] = 5"),
+    "dict items view": "d = {1: 1}\nout = []\nfor kv in d.items():\n    out.append(kv)\n    del d[1]\n    d[1] = 5",
+    "dict changed size": "d = {1: 1}\nout = []\nfor k in d:\n    out.append(k)\n    d[k + 1] = 1",
+    "dict changed size, each step raises": ("d = {1: 1, 2: 2}\nit = iter(d)\nnext(it)\nd[3] = 3\nout = []\n"
+                                            "for _ in range(2):\n    try:\n        next(it)\n"
+                                            "    except RuntimeError as e:\n        out.append(str(e))"),
+    "dict value assigned": "d = {1: 1, 2: 2}\nout = []\nfor k, v in d.items():\n    out.append(v)\n    d[2] = 20",
+    "dict popitem then insert": ("d = {1: 1, 2: 2, 3: 3}\nout = []\nfor k in d:\n    out.append(k)\n"
+                                 "    if k == 1:\n        d.popitem()\n        d[4] = 4"),
+    "reversed dict, same size": ("d = {1: 1, 2: 2, 3: 3}\nout = []\nfor k in reversed(d):\n    out.append(k)\n"
+                                 "    if k == 3:\n        del d[1]\n        d[9] = 9"),
+    "OrderedDict deleted and added again": ("d = collections.OrderedDict(a=1, b=2)\nout = []\nfor k in d:\n"
+                                            "    out.append(k)\n    del d[k]\n    d[k] = 1"),
+    "OrderedDict move_to_end": ("d = collections.OrderedDict(a=1, b=2, c=3)\nout = []\nfor k in d:\n"
+                                "    out.append(k)\n    if k == 'a':\n        d.move_to_end('b')"),
+    "OrderedDict move_to_end of the last key": ("d = collections.OrderedDict(a=1, b=2)\nout = []\nfor k in d:\n"
+                                                "    out.append(k)\n    d.move_to_end('b')"),
+    "OrderedDict grows after its last key": ("d = collections.OrderedDict(a=1)\nout = []\nfor k in d:\n"
+                                             "    out.append(k)\n    d['z'] = 1"),
+    "set changed size": "s = {1, 2}\nout = []\nfor v in s:\n    out.append(v)\n    s.add(v + 10)",
+    "deque rotated": "d = collections.deque([1, 2, 3])\nout = []\nfor v in d:\n    out.append(v)\n    d.rotate(0)",
+    "deque item assigned": "d = collections.deque([1, 2, 3])\nout = []\nfor v in d:\n    out.append(v)\n    d[-1] = 9",
+    "reversed deque appended": "d = collections.deque([1, 2])\nit = reversed(d)\nnext(it)\nd.append(3)\nout = list(it)",
+    "reversed list, items assigned": ("xs = [1, 2, 3]\nit = reversed(xs)\nnext(it)\nxs[0] = 9\nxs.append(7)\n"
+                                      "out = list(it)"),
+    "list appended while iterated": ("xs = [1, 2]\nout = []\nfor v in xs:\n    out.append(v)\n    if v < 3:\n"
+                                     "        xs.append(v + 2)"),
+}
+
+
+@pytest.mark.parametrize("name", CHANGED)
+def test_containers_changed_while_iterated(name):
+    check(CHANGED[name])
+
+
+def test_dicts_whose_table_may_have_been_compacted_break_and_give_eagers_result():
+    # the third insertion finds CPython's table of 8 full: it compacts, and the iteration ends
+    check("d = {i: i for i in range(3)}\nout = []\nfor k in d:\n    out.append(k)\n"
+          "    if len(out) < 8:\n        del d[k]\n        d[k + 100] = 1", fullgraph=False)
+    check("s = {1, 2}\nout = []\nfor v in s:\n    out.append(v)\n    s.discard(v)\n    s.add(v + 10)\n"
+          "    if len(out) > 5:\n        break", fullgraph=False)
+
+
+# --- identity of what immutable builtins return -------------------------------------------------
+def test_identity_of_immutable_results():
+    check("t, e, n = (1, 2), (), 1\nout = (t * n is t, n * t is t, t + e is t, e + t is t, t[:] is t, t[0:2] is t,\n"
+          "       t[::1] is t, tuple(t) is t, t * 0 is e, t[1:1] is e, tuple([]) is e, t[:1] is t, sum([t], e) is t,\n"
+          "       t.__mul__(1) is t, list(t) is t, tuple(list(t)) is t)")
+    check("s, b, f, n = 'ab', b'ab', frozenset({1}), 1\nout = (str(s) is s, s * n is s, s + '' is s, s[:] is s,\n"
+          "       b * n is b, frozenset(f) is f, f.copy() is f, frozenset() is frozenset(), frozenset({2}) is f)")
+
+
+# --- builtins and functions called with the wrong arguments ----------------------------------------
+WRONG_ARGUMENTS = {
+    "bool": "bool(42, 42)\nout = 1", "len": "out = len([1], [2])", "len keyword": "out = len(obj=[1])",
+    "isinstance": "out = isinstance(1)", "getattr": "out = getattr(x)", "range": "out = range()",
+    "range, four": "out = range(1, 2, 3, 4)", "next": "out = next()", "iter": "out = iter()",
+    "sum": "out = sum()", "abs": "out = abs(1, 2)", "min": "out = min()", "max keyword": "out = max([1], foo=2)",
+    "enumerate": "out = enumerate()", "zip keyword": "out = zip([1], foo=1)", "map": "out = map(str)",
+    "sorted keyword": "out = sorted([2, 1], foo=1)", "sorted": "out = sorted()", "set keyword": "out = set(a=1)",
+    "tuple": "out = tuple([1], [2])", "list keyword": "out = list(x=[1])", "dict": "out = dict({}, {})",
+    "int keyword": "out = int(x=5)", "callable": "out = callable()", "hasattr": "out = hasattr(x)",
+    "deque": "out = collections.deque([1], 2, 3)", "defaultdict": "out = collections.defaultdict(list, {}, {})",
+    "dict.get": "out = {}.get()", "dict.get, three": "out = {}.get(1, 2, 3)",
+    "dict.popitem keyword": "d = {1: 2}\nout = d.popitem(last=False)",
+    "list.append": "xs = []\nxs.append(1, 2)\nout = xs",
+    "list.pop": "out = [1].pop(0, 1)", "set.add": "s = set()\ns.add(1, 2)\nout = s",
+    "tuple.index": "out = (1,).index()", "str method": "out = 'a'.split(1, 2, 3)",
+    "function, missing": "out = helper()", "function, too many": "out = helper(1, 2, 3)",
+    "function, keyword-only": "out = helper(1, 2, 3, c=4)", "function, unexpected keyword": "out = helper(1, d=4)",
+    "function, twice": "out = helper(1, a=2)",
+    "lambda made in the call": "g = lambda a, /, b: a + b\nout = g(a=1, b=2)",
+}
+
+
+@pytest.mark.parametrize("name", WRONG_ARGUMENTS)
+def test_wrong_arguments_raise_eagers_error(name):
+    check(WRONG_ARGUMENTS[name])
+
+
+# --- special methods set to None block their protocol -----------------------------------------------
+BLOCKED = {
+    "__bool__": "bool(C())", "__len__": "len(C())", "__iter__": "iter(C())", "__contains__": "1 in C()",
+    "__hash__": "{C(): 1}", "__getitem__": "C()[0]", "__call__": "C()()", "__eq__": "C() == 1",
+    "__add__": "C() + 1", "__neg__": "-C()", "__reversed__": "reversed(C())",
+}
+
+
+@pytest.mark.parametrize("name", BLOCKED)
+def test_special_methods_set_to_none_block_their_protocol(name):
+    check(f"class C:\n    {name} = None\n\n{BLOCKED[name]}\nout = 1")
+
+
+def test_bool_set_to_none_blocks_len_too():
+    check("class C:\n    __bool__ = None\n\n    def __len__(self):\n        return 0\n\nout = bool(C())")
+
+
+# --- constructors' own checks, dict subclasses -------------------------------------------------------
+def test_defaultdict_checks_its_factory():
+    for factory in ("{}", "1", "[list]", "(x,)"):
+        check(f"out = collections.defaultdict({factory})")
+    check("d = collections.defaultdict(list)\nd[1].append(2)\nout = dict(d)")
+    check("def make():\n    return 7\n\nd = collections.defaultdict(make)\nout = d[1]")
+
+
+def test_dict_subclass_missing():
+    check("class D(dict):\n    def __missing__(self, key):\n        return 42\n\nout = D()[1], D(a=1)['a']")
+    check("d = Missing(a=1)\nout = d['a'], d['b'], d.get('b'), 'b' in d")
+    check("class D(dict):\n    __missing__ = None\n\nout = D()[1]")
+
+
+# --- raise -----------------------------------------------------------------------------------------
+RAISES = {
+    "cause not an exception": "raise IndexError from 5",
+    "not an exception": "raise 5",
+    "a list": "raise [1]",
+    "a class that is no exception": "raise int",
+    "no active exception": "raise",
+    "cause None": "raise ValueError('v') from None",
+    "cause a class": "raise ValueError('v') from KeyError",
+}
+
+
+@pytest.mark.parametrize("name", RAISES)
+def test_raise_checks_what_it_raises(name):
+    check(RAISES[name] + "\nout = 1")
+
+
+# --- generators are finalized where eager finalizes them -----------------------------------------
+GENERATORS = {
+    "left suspended in a local": "g = counted()\nout = next(g)\nLOG.append('after')",
+    "a temporary": "out = next(counted())\nLOG.append('after')",
+    "loop left with break": "out = []\nfor i in counted(3):\n    out.append(i)\n    break\nLOG.append('after')",
+    "after throw": ("g = counted(3)\nnext(g)\ntry:\n    g.throw(KeyError('k'))\nexcept KeyError:\n"
+                    "    LOG.append('caught')\nout = 1"),
+    "rebound": "g = counted()\nnext(g)\ng = None\nLOG.append('after')\nout = 1",
+    "with block inside": "g = guarded()\nout = next(g)\nLOG.append('after')",
+    "two of them": "a, b = counted(), counted()\nnext(b)\nnext(a)\nout = 1",
+    "returned by a helper": "def first():\n    g = counted()\n    return next(g)\n\nout = first()\nLOG.append('after')",
+    "exhausted": "out = list(counted())\nLOG.append('after')",
+    "never started": "g = counted()\nout = 1",
+    "closed": "g = counted()\nnext(g)\ng.close()\nLOG.append('after')\nout = 1",
+    "kept in a list": "keep = [counted()]\nnext(keep[0])\nLOG.append('after')\nout = len(keep)",
+    "zip stops early": "out = list(zip([1], counted(3)))\nLOG.append('after')",
+}
+
+
+@pytest.mark.parametrize("name", GENERATORS)
+def test_abandoned_generators_are_finalized_where_eager_finalizes_them(name):
+    check(GENERATORS[name])
+
+
+# --- huge constant containers -----------------------------------------------------------------
+def test_huge_constant_containers():
+    check("out = [None] * (sys.maxsize // 2)")  # (CPython's MemoryError, at once)
+    check("out = (None,) * (sys.maxsize // 2)")
+    check("out = 'ab' * (sys.maxsize // 2)")
+    check("out = len([0] * 200_000)", fullgraph=False)  # (past the trace's cap: eager makes it)
+    check("out = sum(range(300_000))", fullgraph=False)
+
+
+# --- strict mode: no divergence hidden by an eager run ------------------------------------------
+def _probe(n):
+    return n + 1
+
+
+def test_strict_mode_reports_a_trace_that_raised_where_eager_does_not(monkeypatch):
+    """A rule that raises where the real function does not (a planted tracer bug): strict mode
+    names the function, the line and both outcomes; without it, the eager run hid it."""
+    monkeypatch.setitem(core.BUILTINS, _probe, lambda frame, args, kwargs: (_ for _ in ()).throw(
+        python_error(IndexError, "planted")))
+
+    def f(x):
+        return x + _probe(1)
+
+    monkeypatch.setattr(config, "strict", True)
+    with pytest.raises(InternalError, match=r"strict mode: .*f at .*test_semantics.py:\d+: the trace raised "
+                                            r"IndexError, but eager returns tensor"):
+        rewrite.jit(f)(torch.ones(2))
+    rewrite.reset()
+    monkeypatch.setattr(config, "strict", False)
+    assert_same(rewrite.jit(f)(torch.ones(2)), torch.ones(2) + 2)  # (eager's result, without a word)
+
+
+def test_strict_mode_reports_a_graph_that_raised_where_eager_does_not(monkeypatch):
+    """A backend whose code raises where the captured graph does not, no `try` around the ops."""
+    def broken(gm, example_inputs):
+        def run(*args):
+            raise ValueError("planted")
+        return run
+
+    def f(x):
+        return x * 2
+
+    monkeypatch.setattr(config, "strict", True)
+    g = rewrite.jit(f, backend=broken)
+    for _ in range(2):
+        with pytest.raises(InternalError, match="the compiled graph raised ValueError, but eager returns"):
+            g(torch.ones(2))
+
+
+def test_strict_mode_lets_eagers_own_errors_through():
+    def f(x, d):
+        return x + d["k"]
+
+    assert config.strict  # (the suite runs in strict mode: tests/conftest.py)
+    g = rewrite.jit(f)
+    for _ in range(2):
+        with pytest.raises(KeyError):
+            g(torch.ones(2), {})
