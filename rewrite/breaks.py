@@ -95,6 +95,9 @@ def plan(tracer, error: Unsupported):
         return None  # (a resume function's frame holds other locals than the original's)
     if cp is None or code.co_cellvars and tracer.root_cells_shared or code.co_flags & 0x20:
         return None  # (cells no closure shares yet go to the resume function as values)
+    if tracer.pending:
+        return None  # (a suspended generator the trace ran, whose closing runs code where eager's last
+        # reference to it goes: only the trace knows it, not a resume function: trace/generators.py)
     inst = root.instructions[cp.ip]
     if untraced_with_open(cp.stack):
         return None  # an exception from the eager step must meet the user's __exit__

@@ -257,7 +257,9 @@ class GraphFailure:
     runs again eagerly (MISS), so the error, the handler it meets and the side effects before
     it are eager's. If the captured graph itself does not raise on those inputs, the backend's
     code is at fault: one warning, and the entry runs its calls eagerly from then on (a
-    fallback in its place: the next call does not compile the same failure again)."""
+    fallback in its place: the next call does not compile the same failure again). In strict
+    mode, where no `try` covers the graph's ops, the eager run must raise what the graph
+    raised (rewrite/strict.py): a backend's fault is an InternalError there."""
 
     def __init__(self, dispatcher, backend_name: str, ops_in_try: bool):
         self.dispatcher, self.backend_name = dispatcher, backend_name

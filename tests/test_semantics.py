@@ -215,6 +215,47 @@ def test_wrong_arguments_raise_eagers_error(name):
     check(WRONG_ARGUMENTS[name])
 
 
+# --- one statement each: what Python raises, as it raises it ------------------------------------------
+ERRORS = [
+    'a, b = [1, 2, 3]', 'a, b = [1]', 'a, *b = []', '[] + ()', "'a' + 1", '{}[[]]', "1 < 'a'", "int('x')",
+    '[1].remove(2)', '{}.pop(1)', '().index(1)', "'abc'[5]", 'd = {}\nd[1]', 'object().missing', 'next([1])',
+    'len(5)', 'iter(5)', 'list(5)', 'tuple(None)', 'dict([1])', 'dict([(1,)])', 'set([[]])', '{[]}',
+    'frozenset([{}])', "sorted([1, 'a'])", 'max([])', 'min(1)', "sum(['a'])", "sum([1], 'a')", "abs('a')",
+    "round('a')", 'divmod(1, 0)', '1 // 0', '1.0 / 0', '2 ** -1 ** 0.5', 'pow(2, 3, 0)', 'chr(-1)', "ord('ab')",
+    "'%d' % 'x'", "'{}'.format()", "'{0}{1}'.format(1)", "f'{1:q}'", '[1, 2][1:2:0]', 'range(1, 2, 0)',
+    'list(range(3))[::0]', '(1, 2)[5]', '[1][True]', '[1][1.0]', 'collections.deque(maxlen=-1)',
+    'collections.deque([1]).popleft(); collections.deque().pop()', 'collections.OrderedDict().popitem()',
+    'dict.fromkeys(1)', '{}.setdefault()', '[].pop()', '[].pop(0)', '[1, 2].insert()', "'a'.join([1])",
+    "''.join(['a', 1])", "str(b'a', 'utf-8', 'x', 1)", 'isinstance(1, 2)', 'issubclass(1, int)', 'getattr(1, 2)',
+    'hasattr(1, 2)', 'callable(1, 2)', 'operator.itemgetter()', 'functools.reduce(operator.add, [])',
+    'itertools.islice([1], -1)', 'list(zip([1], 5))', 'list(map(None, [1]))', 'list(filter(5, [1]))',
+    'enumerate(5)', 'reversed(5)', 'reversed({1})', 'reversed(x for x in [1])', 'x = [1]; x[5] = 1',
+    'x = [1]; del x[5]', 't = (1,); t[0] = 2', "s = 'a'; s[0] = 'b'", 'x = {1}; x[0]', 'None()', '(1)()', '[].foo',
+    'x = [1, 2]; x.sort(key=len)', 'a = [3, 1]; a.sort(reverse=None)', 'sorted([1], key=1)', 'any(5)',
+    'all([1], [2])', 'class A:\n    pass\nA().x', "class A:\n    __slots__ = ('a',)\nA().a",
+    'class A:\n    def f(self): pass\nA.f()', 'class A:\n    def __init__(self, x): pass\nA()',
+    'class A:\n    def __len__(self): return -1\nlen(A())', "class A:\n    def __len__(self): return 'a'\nlen(A())",
+    'class A:\n    def __bool__(self): return 1\nbool(A())',
+    'class A:\n    def __iter__(self): return 5\niter(A())',
+    'class A:\n    def __index__(self): return 1\n[1, 2][A()]', 'class A:\n    pass\nlen(A())',
+    'class A:\n    pass\nA() + 1', 'class A:\n    pass\n-A()', 'class A:\n    pass\nA()[0]',
+    'class A:\n    pass\n1 in A()', 'class A:\n    pass\nlist(A())', 'class A:\n    pass\nA()()',
+    'class A:\n    pass\nA() < A()', 'def g(): yield 1\nx = g(); next(x); next(x)', 'def g(): yield 1\ng().send(1)',
+    'def g(): return 1\nnext(g())', 'x = iter([]); next(x)', 'raise StopIteration', "assert False, 'm'", 'assert 0',
+    'import nonexistent_mod_x', 'x = 1; x.y = 2', '(1).real = 2', 'del (1).real', 'x = []; x.append = 1',
+    "'a'.upper = 1", "globals()['__qq']", 'undefined_name_q', 'lambda: 1; (lambda a: a)()', '(lambda *, a: a)(1)',
+    'int(10**400)', 'float(10**400)', "int('1' * 5000)", '[0] * -1', "'ab' * -1", "b'' * 3", 'hash([])', 'hash({})',
+    'id(1, 2)', 'type(1, 2)', "type('A', 1, {})", 'super()', 'collections.defaultdict(list).x',
+    'd = collections.defaultdict(None); d[1]', "x = collections.Counter('ab'); x['c']", 'slice(1, 2, 3, 4)',
+    'memoryview(1)', "bytes('a')", 'bytearray(-1)',
+]
+
+
+@pytest.mark.parametrize("statement", ERRORS)
+def test_python_errors_are_eagers(statement):
+    check(statement + "\nout = 1", fullgraph=False, calls=1)
+
+
 # --- special methods set to None block their protocol -----------------------------------------------
 BLOCKED = {
     "__bool__": "bool(C())", "__len__": "len(C())", "__iter__": "iter(C())", "__contains__": "1 in C()",
@@ -285,6 +326,11 @@ GENERATORS = {
 @pytest.mark.parametrize("name", GENERATORS)
 def test_abandoned_generators_are_finalized_where_eager_finalizes_them(name):
     check(GENERATORS[name])
+
+
+def test_a_graph_break_while_a_generator_waits_to_be_finalized_runs_the_call_eagerly():
+    # (only the trace knows the generator: a resume function could not close it where eager does)
+    check("g = counted()\nout = next(g)\nif x.sum() > 0:\n    LOG.append('positive')", fullgraph=False)
 
 
 # --- huge constant containers -----------------------------------------------------------------

@@ -17,7 +17,7 @@ import weakref
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import Unsupported, python_error
 from ..guards.source import AttrSource, TypeSource, WeakrefSource
 from ..values.vars import (AttrDictVar, BoundVar, ConstVar, ContextExitVar, DictVar, ExceptionVar, FunctionVar,
                            InstanceVar, IteratorVar, ListVar, MethodVar, ObjectVar, PartialVar, RecordedContextVar,
@@ -27,7 +27,7 @@ from .builtins import PURE, call_builtin
 from . import (attrdict, bases, containers, context_vars, contexts, fills, functions, higher_order, instances,
                library, log_calls, markers, signatures)
 from .core import (BUILTINS, CALLS, const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate,
-                   key_of, make_slice, python_type, python_value, setitem, truthy, unpack)
+                   key_of, make_slice, python_type, python_value, setitem, truthy, unpack, unpack_targets)
 from .functions import made_function_attr
 from .instances import _immutable
 from .modules import call_module
@@ -38,7 +38,7 @@ from .tensors import (call_function, call_method, call_torch, getattr_tensor, gl
                       read_state)
 
 __all__ = ["getattr_", "setattr_", "call", "binary", "unary", "const", "contains", "delitem", "describe", "fold", "getitem",
-           "is_same", "iterate", "key_of", "make_slice", "python_value", "setitem", "truthy", "unpack"]
+           "is_same", "iterate", "key_of", "make_slice", "python_value", "setitem", "truthy", "unpack", "unpack_targets"]
 
 _UNARY_FUNCTIONS = {fn: sym for sym, fn in UNARY.items()}
 
@@ -84,11 +84,23 @@ def getattr_(frame, obj: Var, name: str) -> Var:
         method = _named_tuple_attr(frame, obj, name)
         if method is not None:
             return method
+    if isinstance(obj, (TupleVar, ListVar, DictVar, SetVar)) and not hasattr(python_type(obj), name):
+        _no_attribute(python_type(obj), name)
     if isinstance(obj, (TupleVar, ListVar, DictVar, SetVar, AttrDictVar)):
         return MethodVar(obj, name)
     if isinstance(obj, IteratorVar) and obj.generator is not None and name in GENERATOR_METHODS:
         return MethodVar(obj, name)
     raise Unsupported(f"attribute {name!r} of {describe(obj)}")
+
+
+def _no_attribute(cls: type, name: str):
+    """The AttributeError of `obj.name` for a builtin container's class that has no such name
+    (an empty one's own, where one can be made: its message names the class as CPython does)."""
+    try:
+        fold(getattr, cls(), name)
+    except TypeError:  # (a namedtuple: made only from its fields)
+        pass
+    raise python_error(AttributeError, f"{cls.__name__!r} object has no attribute {name!r}")
 
 
 GENERATOR_METHODS = ("send", "throw", "close")

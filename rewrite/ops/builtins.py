@@ -23,7 +23,7 @@ from ..values.vars import (ConstVar, DictVar, DictViewVar, InstanceVar, Iterator
 from .bases import protocol
 from .copying import deepcopy, shallow
 from .core import (BUILTINS, CALLS, DATA_DEPENDENT_HINT, LIST_ITERATOR, const, describe, fold, foldable, is_callable,
-                   iterate, python_type, python_value, rule, sort_items, sort_keys, truthy, unpack)
+                   iterate, len_result, python_type, python_value, rule, sort_items, sort_keys, truthy, unpack)
 from .fills import fill
 from .instances import _MISSING as missing, call_dunder, class_attr, class_source, is_user_object, type_of
 from .iterators import deque_iterator, dict_iterator, reversed_list
@@ -82,7 +82,7 @@ def _len(frame, args, kwargs):
             return ConstVar(len(mods.items))
     user = call_dunder(frame, v, "__len__")
     if user is not None:
-        return user
+        return user if isinstance(user, SymIntVar) else ConstVar(len_result(user))
     inherited = protocol(frame, v, "__len__")
     if inherited is not None:
         return inherited
@@ -162,9 +162,17 @@ def _type(frame, args, kwargs):
     return ObjectVar(cls, class_source(v.source, cls) if v.source is not None else None)
 
 
+def attribute_name(v: Var, what: str) -> str:
+    """The name getattr / hasattr / setattr / delattr are given: a str, or CPython's TypeError."""
+    name = python_value(v, what)
+    if not isinstance(name, str):
+        raise python_error(TypeError, f"attribute name must be string, not '{type(name).__name__}'")
+    return name
+
+
 @rule(getattr)
 def _getattr(frame, args, kwargs):
-    name = python_value(args[1], "getattr()")
+    name = attribute_name(args[1], "getattr()")
     if len(args) == 3:
         if _hooked(args[0]):  # the lookup is the class's code: run once, AttributeError gives the default
             found = _traced_getattr(frame, args[0], name)
@@ -176,7 +184,7 @@ def _getattr(frame, args, kwargs):
 
 @rule(hasattr)
 def _hasattr(frame, args, kwargs):
-    return ConstVar(has_attr(frame, args[0], python_value(args[1], "hasattr()")))
+    return ConstVar(has_attr(frame, args[0], attribute_name(args[1], "hasattr()")))
 
 
 def _hooked(v: Var) -> bool:
@@ -311,7 +319,7 @@ def _reversed(frame, args, kwargs):
         return dict_iterator(v, reverse=True)
     if isinstance(v, DictViewVar):
         return dict_iterator(v.dict_var, v.kind, reverse=True)
-    if isinstance(v, SetVar):
+    if isinstance(v, SetVar) or isinstance(v, IteratorVar) and v.py_type is not None:
         raise python_error(TypeError, f"'{python_type(v).__name__}' object is not reversible")
     kind = reversed if isinstance(v, TupleVar) else None  # (others: not known)
     if isinstance(v, ConstVar) and isinstance(v.value, range):
@@ -437,8 +445,11 @@ def _abs(frame, args, kwargs):
 
 @rule(sum)
 def _sum(frame, args, kwargs):
-    items = unpack(frame, args[0])
     total = args[1] if len(args) > 1 else kwargs.get("start", ConstVar(0))
+    if isinstance(total, ConstVar) and type(total.value) in (str, bytes):  # (CPython checks the start first)
+        kind, join = ("strings", "''") if type(total.value) is str else ("bytes", "b''")
+        raise python_error(TypeError, f"sum() can't sum {kind} [use {join}.join(seq) instead]")
+    items = unpack(frame, args[0])
     for item in items:
         total = binary(frame, "+", total, item)
     return total

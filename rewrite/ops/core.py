@@ -4,8 +4,10 @@ the kinds' rules above it (a tensor's subscript, a user object's `__iter__`) thr
 protocol tables below, which their modules fill when imported."""
 from __future__ import annotations
 
+import collections
 import functools
 import operator
+import sys
 import types
 
 import torch
@@ -309,6 +311,19 @@ def is_same(a: Var, b: Var, frame=None) -> bool:
     return same
 
 
+def len_result(result: Var) -> int:
+    """What `len()` (or a truth test) makes of what a class's `__len__` returned: an index
+    >= 0, else CPython's errors."""
+    if not isinstance(result, ConstVar):
+        raise Unsupported(f"__len__ returned {describe(result)}")
+    n = fold(operator.index, result.value)
+    if n < 0:
+        raise python_error(ValueError, "__len__() should return >= 0")
+    if n > sys.maxsize:
+        raise python_error(OverflowError, "cannot fit 'int' into an index-sized integer")
+    return n
+
+
 def _empty_tuple(v: Var) -> bool:
     """An empty tuple: CPython's one `()` (a tuple subclass's empty object is its own)."""
     return isinstance(v, TupleVar) and v.py_type is tuple and not v.items
@@ -327,12 +342,14 @@ def truthy(frame, v: Var) -> bool:
     if isinstance(v, (TensorVar, ScalarVar)):
         raise Unsupported("data-dependent branching: the condition depends on a tensor's value", DATA_DEPENDENT_HINT)
     if USER.is_user_object(v):
-        for name in ("__bool__", "__len__"):
-            result = USER.call_dunder(frame, v, name)
-            if result is not None:
-                if not isinstance(result, ConstVar) or type(result.value) not in (bool, int):
-                    raise Unsupported(f"{name} returned {describe(result)}")
-                return bool(result.value)
+        result = USER.call_dunder(frame, v, "__bool__")
+        if result is not None:
+            if python_type(result) is not bool:
+                raise python_error(TypeError, f"__bool__ should return bool, returned {python_type(result).__name__}")
+            return result.value
+        result = USER.call_dunder(frame, v, "__len__")
+        if result is not None:
+            return len_result(result) != 0
         inherited = USER.base_protocol(frame, v, "__len__")  # a dict subclass: empty is false
         if inherited is not None:
             return bool(inherited.value)
@@ -380,6 +397,46 @@ def unpack(frame, v: Var) -> list[Var]:
     if it is not None:
         return unpack(frame, it)
     raise Unsupported(f"iteration over {describe(v)}")
+
+
+def unpack_targets(frame, v: Var, before: int, star: bool = False, after: int = 0) -> list[Var]:
+    """`a, b = v` (`before` targets) or `a, *m, b = v` (the starred one a ListVar): the values
+    for the targets, in order. As CPython's UNPACK_SEQUENCE / UNPACK_EX: an exact list or tuple
+    by its length, anything else through its iterator, of which `a, b = v` takes no more than
+    one item past the targets; their errors are CPython's own messages."""
+    exact = isinstance(v, (ListVar, TupleVar)) and v.py_type in (list, tuple)
+    if exact:
+        items = list(v.items)
+    elif star:
+        items = unpack(frame, iterate(frame, v))
+    else:
+        it, items = iterate(frame, v), []
+        while len(items) <= before and (item := it.next()) is not None:
+            items.append(item)
+    if len(items) < before + after or not star and len(items) > before:
+        raise PythonError(_unpack_error(v.py_type if exact else None, len(items), before, star, after))
+    if not star:
+        return items
+    return items[:before] + [ListVar(items[before:len(items) - after])] + items[len(items) - after:]
+
+
+def _unpack_error(kind: type | None, count: int, before: int, star: bool, after: int) -> ValueError:
+    """The ValueError this Python raises unpacking `count` values of a `kind` (list or tuple;
+    None: an iterator) into those targets: the real unpack's."""
+    values = [None] * count
+    try:
+        _unpacker(before, star, after)(kind(values) if kind is not None else iter(values))
+    except ValueError as e:
+        return e
+    raise AssertionError(f"unpacking {count} values into {before}, {star}, {after} did not raise")
+
+
+@functools.lru_cache(maxsize=256)
+def _unpacker(before: int, star: bool, after: int):
+    targets = [f"a{i}" for i in range(before)] + (["*m"] if star else []) + [f"b{i}" for i in range(after)]
+    namespace: dict = {}
+    exec(f"def unpack(seq):\n    {', '.join(targets)}, = seq\n", namespace)
+    return namespace["unpack"]
 
 
 def _user_iter(frame, v: Var):
@@ -507,10 +564,10 @@ def getitem(frame, obj: Var, index: Var) -> Var:
         i = _index(obj, python_value(index, "an index into a sequence"))
         try:
             picked = obj.items[i]
-        except IndexError:
-            raise python_error(IndexError, f"{type(obj).__name__[:-3].lower()} index out of range") from None
-        except TypeError as e:
-            raise Unsupported(f"sequence index {i!r}: {e}") from None
+        except Exception:  # (eager's error: what an empty one of its kind raises, out of range there too)
+            kind = obj.py_type if obj.py_type in (list, tuple, collections.deque, torch.Size) else tuple
+            fold(operator.getitem, kind(), i)
+            raise
         if isinstance(i, slice):
             if isinstance(obj, ListVar):
                 return ListVar(picked)

@@ -236,7 +236,7 @@ def generic_getattr_instance(frame, inst: InstanceVar, name: str, fallback: bool
     found = getattr_fallback(frame, inst, name) if fallback else None
     if found is not None:
         return found
-    raise python_error(AttributeError, f"{inst.cls.__qualname__!r} object has no attribute {name!r}")
+    raise python_error(AttributeError, f"{inst.cls.__name__!r} object has no attribute {name!r}")
 
 
 def _property_get(frame, v: Var, prop: property, name: str, source) -> Var:

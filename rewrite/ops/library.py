@@ -24,6 +24,7 @@ from ..errors import Unsupported
 from ..values.side_effects import DELETED
 from ..values.vars import (CellVar, ConstVar, DictVar, FunctionVar, IteratorVar, ListVar, ObjectVar, PartialVar,
                            TensorVar, TupleVar, Var)
+from .builtins import attribute_name
 from .core import BUILTINS, CALLS, const, describe, fold, foldable, getitem, iterate, python_value, rule, unpack
 from .operators import binary
 
@@ -284,7 +285,7 @@ def _accumulate(frame, args, kwargs):
 def _setattr(frame, args, kwargs):
     if len(args) != 3 or kwargs:
         raise Unsupported("setattr() takes three arguments (the call raises eagerly)")
-    CALLS.setattr(frame, args[0], python_value(args[1], "setattr()"), args[2])
+    CALLS.setattr(frame, args[0], attribute_name(args[1], "setattr()"), args[2])
     return ConstVar(None)
 
 
@@ -292,7 +293,7 @@ def _setattr(frame, args, kwargs):
 def _delattr(frame, args, kwargs):
     if len(args) != 2 or kwargs:
         raise Unsupported("delattr() takes two arguments (the call raises eagerly)")
-    CALLS.setattr(frame, args[0], python_value(args[1], "delattr()"), DELETED)
+    CALLS.setattr(frame, args[0], attribute_name(args[1], "delattr()"), DELETED)
     return ConstVar(None)
 
 

@@ -313,7 +313,8 @@ def dict_method(frame, d: DictVar, name: str, args: list[Var], kwargs) -> Var:
         if name == "popitem":
             last = python_value(kwargs.get("last", args[0] if args else ConstVar(True)), "popitem(last=)")
             if not items:
-                raise python_error(KeyError, "popitem(): dictionary is empty")
+                raise python_error(KeyError, "popitem(): dictionary is empty" if d.py_type is not collections.OrderedDict
+                                   else "dictionary is empty")
             if d.py_type is not collections.OrderedDict:  # (dict.popitem frees the last position again)
                 key, value = items.popitem()
                 return TupleVar([key_var(key), value])

@@ -32,6 +32,7 @@ class Generator:
     def __init__(self, tracer, frame):
         self.tracer, self.frame = tracer, frame
         self.started = self.done = False
+        self.witness = None  # where the trace held it last time it looked (see finalize)
         self.iterator = IteratorVar(step=self.next, py_type=types.GeneratorType)
         self.iterator.generator = self
 
@@ -130,9 +131,22 @@ def finalize(tracer, returned: Var | None = None) -> None:
         return
     frames = tracer.frames if returned is None else []
     running = {id(f) for f in tracer.frames}
-    alive = _reachable(_roots(tracer, frames, returned))
+    near = [returned] if returned is not None else []  # (the roots a witness usually starts from)
+    for frame in frames:
+        near += [frame.stack, frame.operands, frame.locals, frame.cells]
+    roots, parents = None, None
     for gen in list(tracer.pending):
-        if id(gen.iterator) in alive or id(gen.frame) in running:
+        if id(gen.frame) in running or gen.witness is not None and _holds(near, gen.witness):
+            continue  # (running, or still held where the last walk found it held: the common case)
+        if roots is None:
+            roots = near + [tracer.exc_info, *tracer.side_effects.stores.values(),
+                            *tracer.side_effects.containers.values(), *tracer.wrapped.values()]
+        if gen.witness is not None and _holds(roots, gen.witness):
+            continue
+        if parents is None:
+            parents = _walk(roots)
+        if id(gen.iterator) in parents:
+            gen.witness = _path(parents, gen.iterator)
             continue
         tracer.pending.remove(gen)
         tracer.finalizing = True
@@ -145,28 +159,39 @@ def finalize(tracer, returned: Var | None = None) -> None:
             tracer.finalizing = False
 
 
-def _roots(tracer, frames, returned) -> list:
-    roots = [tracer.exc_info, *tracer.side_effects.stores.values(), *tracer.side_effects.containers.values(),
-             *tracer.wrapped.values()]
-    if returned is not None:
-        roots.append(returned)
-    for frame in frames:
-        roots += [frame.stack, frame.operands, frame.locals, frame.cells]
-    return roots
-
-
-def _reachable(roots) -> set[int]:
-    """The ids of what `roots` hold, through Vars, containers, the trace's iterators and the
-    frames of the generators reached."""
-    seen: set[int] = set()
-    todo = list(roots)
+def _walk(roots) -> dict:
+    """id -> (the object, what holds it: None for a root), for everything `roots` hold, through
+    Vars, containers, the trace's iterators and the frames of the generators reached."""
+    parents: dict = {}
+    todo = [(r, None) for r in roots]
     while todo:
-        x = todo.pop()
-        if x is None or id(x) in seen:
+        x, holder = todo.pop()
+        if x is None or id(x) in parents:
             continue
-        seen.add(id(x))
-        todo.extend(_children(x))
-    return seen
+        parents[id(x)] = (x, holder)
+        todo.extend((child, x) for child in _children(x))
+    return parents
+
+
+def _path(parents: dict, target) -> list:
+    """From a root down to `target`, as the walk found it held."""
+    path = [target]
+    while (holder := parents[id(path[-1])][1]) is not None:
+        path.append(holder)
+    return path[::-1]
+
+
+def _holds(roots, path: list) -> bool:
+    """Whether `path` (a root, then what each holds) is still there."""
+    if not any(path[0] is r for r in roots):
+        return False
+    return all(_has_child(holder, child) for holder, child in zip(path, path[1:]))
+
+
+def _has_child(holder, child) -> bool:
+    if isinstance(holder, dict):
+        return any(child is v for v in holder.values()) or any(child is k for k in holder)
+    return any(child is c for c in _children(holder))
 
 
 def _children(x):

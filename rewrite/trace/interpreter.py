@@ -32,9 +32,18 @@ from ..values.vars import (BoundVar, CellVar, ConstVar, DictVar, ExceptionVar, F
                            TupleVar, Var, checkpoint_mark)
 from . import handlers  # noqa: F401  (registers the opcode handlers in opcodes.HANDLERS)
 from .builder import DynamicPolicy, wrap
-from .graph import GraphBuilder
 from .generators import Generator, finalize
+from .graph import GraphBuilder
 from .opcodes import HANDLERS, Lazy, Return
+
+# instructions that let go of nothing (they push, or do nothing): after them, no generator can have lost
+# its last reference (trace/generators.py)
+ONLY_PUSH = frozenset({"LOAD_FAST", "LOAD_CONST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_LOAD_FAST", "PUSH_NULL",
+                       "LOAD_GLOBAL",
+                       "COPY", "NOP", "RESUME", "KW_NAMES", "PRECALL", "EXTENDED_ARG", "MAKE_CELL", "COPY_FREE_VARS",
+                       "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "LOAD_FAST_CHECK",
+                       "LOAD_FAST_AND_CLEAR", "LOAD_SMALL_INT", "NOT_TAKEN"})
+
 
 @functools.lru_cache(maxsize=4096)
 def instructions_of(code: types.CodeType):
@@ -360,9 +369,10 @@ class Frame:
         log = logs.get("trace") if tracer.log_trace else None
         insts = self.instructions
         is_root = self is tracer.root
+        inst = None
         while True:
-            if tracer.pending:  # (the previous instruction may have let go of a generator's last reference)
-                self._finalize()
+            if tracer.pending and (inst is None or inst.opname not in ONLY_PUSH):
+                self._finalize()  # (the previous instruction may have let go of a generator's last reference)
             if is_root:
                 self.checkpoint = Checkpoint(self)
             if tracer.generators:

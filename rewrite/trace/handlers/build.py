@@ -1,6 +1,6 @@
 """Building and unpacking tuples, lists, dicts, slices and strings."""
 from ... import ops
-from ...errors import Unsupported, python_error
+from ...errors import Unsupported
 from ...ops import sets
 from ...values.vars import ConstVar, DictVar, ListVar, TupleVar
 from ..opcodes import handler
@@ -139,18 +139,10 @@ def dict_update(frame, inst):
 
 @handler("UNPACK_SEQUENCE")
 def unpack_sequence(frame, inst):
-    items = ops.unpack(frame, frame.pop())
-    if len(items) != inst.arg:
-        raise python_error(ValueError, f"cannot unpack {len(items)} values into {inst.arg}")
-    frame.stack.extend(reversed(items))
+    frame.stack.extend(reversed(ops.unpack_targets(frame, frame.pop(), inst.arg)))
 
 
 @handler("UNPACK_EX")
 def unpack_ex(frame, inst):
     before, after = inst.arg & 0xFF, inst.arg >> 8
-    items = ops.unpack(frame, frame.pop())
-    if len(items) < before + after:
-        raise python_error(ValueError, "not enough values to unpack")
-    middle = ListVar(items[before:len(items) - after])
-    out = items[:before] + [middle] + items[len(items) - after:]
-    frame.stack.extend(reversed(out))
+    frame.stack.extend(reversed(ops.unpack_targets(frame, frame.pop(), before, True, after)))
