@@ -815,6 +815,18 @@ SEMANTICS = [
     "try:\n    {new} = checked({a}, 1, 2)\nexcept TypeError as e:\n    {new} = str(e)",
     "try:\n    {new} = checked({a}, lim=1)\nexcept TypeError as e:\n    {new} = str(e)",
     "try:\n    {new} = collections.defaultdict({k})\nexcept TypeError as e:\n    {new} = str(e)",
+    # Python's own errors, with their messages: unpacking, sums of strings, names, attributes, slices
+    "try:\n    {new}, {new2} = [{a}, {b}, {a}][:{k} % 4]\nexcept ValueError as e:\n    {new}, {new2} = str(e), {a}",
+    "try:\n    {new}, *{new2} = [{a}][{k} % 2:]\nexcept ValueError as e:\n    {new}, {new2} = str(e), {a}",
+    "try:\n    {new} = sum(['a'], '')\nexcept TypeError as e:\n    {new} = str(e)",
+    "try:\n    {new} = getattr({a}, {k})\nexcept TypeError as e:\n    {new} = str(e)",
+    "try:\n    {new} = [{a}].missing\nexcept AttributeError as e:\n    {new} = str(e)",
+    "try:\n    {new} = [{a}, {b}][::{k} % 2]\nexcept ValueError as e:\n    {new} = str(e)",
+    "try:\n    {new} = ({a},)[{k} + 5]\nexcept IndexError as e:\n    {new} = str(e)",
+    ("class B{i}:\n    def __bool__(self):\n        return {k}\ntry:\n    {new} = {a} if B{i}() else {b}\n"
+     "except TypeError as e:\n    {new} = str(e)"),
+    ("class L{i}:\n    def __len__(self):\n        return {k} - 3\ntry:\n    {new} = len(L{i}())\n"
+     "except ValueError as e:\n    {new} = str(e)"),
     # special methods set to None block their protocol
     "try:\n    {new} = {a} * bool(NoBool())\nexcept TypeError as e:\n    {new} = str(e)",
     "try:\n    {new} = len(NoLen())\nexcept TypeError as e:\n    {new} = str(e)",

@@ -453,3 +453,16 @@ def test_a_reraise_in_a_nested_handler_then_a_routed_call_in_a_try():
         return t1, t3, t4, t5, t6
     shapes = [(0, 0, 0), (0, 0, 0), (4, 1, 2), (5, 1, 3)]
     same_calls(f, lambda i: (torch.randint(-4, 5, shapes[i], generator=torch.Generator().manual_seed(i)),), calls=4)
+
+
+def test_an_input_first_read_in_inference_mode_and_written_after_it():
+    """(Strict mode found it, fuzzing: the trace's copy of the input was made inside the traced
+    block, an inference tensor, and the write after it raised -- so the call always ran eagerly.)"""
+    def f(x, y):
+        with torch.inference_mode():
+            t = torch.exp(x) + y
+        x.add_(1)
+        y += x
+        return t, x * 2
+    g = same_calls(f, lambda i: (torch.arange(3.0) - i, torch.ones(3) * i))
+    assert rewrite.dispatcher_of(g).entries[0].ops > 0

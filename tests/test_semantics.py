@@ -338,6 +338,9 @@ def test_huge_constant_containers():
     check("out = [None] * (sys.maxsize // 2)")  # (CPython's MemoryError, at once)
     check("out = (None,) * (sys.maxsize // 2)")
     check("out = 'ab' * (sys.maxsize // 2)")
+    for statement in ("out = [0] * 10 ** 20", "out = b'a' * 10 ** 19", "out = [1]\nout *= 10 ** 20",
+                      "out = list(range(10 ** 20))", "out = [0] * 2 ** 50"):
+        check(statement)  # (OverflowError or MemoryError: CPython's, at once)
     check("out = len([0] * 200_000)", fullgraph=False)  # (past the trace's cap: eager makes it)
     check("out = sum(range(300_000))", fullgraph=False)
 

@@ -5,7 +5,7 @@ import operator
 
 import torch
 
-from ..errors import Unsupported, python_error
+from ..errors import Unsupported
 from ..values.vars import ConstVar, ListVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var
 from .core import IMPOSSIBLE_ITEMS, MAX_CHARS, MAX_ITEMS, const, describe, fold, foldable, mutating
 from .fills import inplace
@@ -56,26 +56,25 @@ def binary(frame, sym: str, a: Var, b: Var) -> Var:
         return seq
     if foldable(a) and foldable(b):
         x, y = a.python_value(), b.python_value()
-        if fn in (operator.mul, operator.imul) and type(x) in (str, bytes, tuple) and type(y) is int:
-            repeat_count(len(x), y, fold=True, cap=MAX_ITEMS if type(x) is tuple else MAX_CHARS)
-        elif fn in (operator.mul, operator.imul) and type(y) in (str, bytes, tuple) and type(x) is int:
-            repeat_count(len(y), x, fold=True, cap=MAX_ITEMS if type(y) is tuple else MAX_CHARS)
+        if fn in (operator.mul, operator.imul) and type(x) in (str, bytes) and type(y) is int:
+            repeat_count(x, y, MAX_CHARS)
+        elif fn in (operator.mul, operator.imul) and type(y) in (str, bytes) and type(x) is int:
+            repeat_count(y, x, MAX_CHARS)
         return const(fold(fn, x, y))
     raise Unsupported(f"operator {sym} on {describe(a)} and {describe(b)}")
 
 
-def repeat_count(length: int, n: int, fold: bool = False, cap: int = MAX_ITEMS) -> int:
-    """`n`, for a sequence of `length` items repeated n times: past `cap` the trace does not
-    make it (a graph break: eager may or may not find the memory), unless no machine could
-    (then CPython's MemoryError, or its own error where the real operation is to be `fold`ed:
-    it raises at once)."""
-    total = length * max(n, 0)
+def repeat_count(sample, n: int, cap: int = MAX_ITEMS) -> int:
+    """`n`, for a sequence of as many items as `sample` (a real one of its kind) repeated n
+    times: past `cap` the trace does not make it (a graph break: eager may or may not find the
+    memory), unless no machine could: then the real repetition of `sample`, which raises
+    CPython's own error at once (OverflowError, or MemoryError from its size checks or a
+    failed allocation)."""
+    total = len(sample) * max(n, 0)
     if total <= cap:
         return n
     if total >= IMPOSSIBLE_ITEMS:
-        if fold:
-            return n
-        raise python_error(MemoryError)
+        fold(operator.mul, sample, n)
     raise Unsupported(f"a sequence of {total} items made while tracing (more than {cap})",
                       "make large constant containers outside the compiled function")
 
@@ -101,7 +100,7 @@ def _sequence_op(frame, sym, a, b):
     if sym in ("*", "*=") and isinstance(a, seqs) and isinstance(b, ConstVar) and type(b.value) is int:
         if isinstance(a, ListVar) and a.py_type is not list:
             raise Unsupported("operator * on a deque")
-        n = repeat_count(len(a.items), b.value)
+        n = repeat_count([None] * len(a.items) if isinstance(a, ListVar) else (None,) * len(a.items), b.value)
         if sym == "*=" and isinstance(a, ListVar):
             mutating(frame, a)
             a.items[:] = a.items * n

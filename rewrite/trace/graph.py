@@ -245,11 +245,14 @@ def _storage(t: torch.Tensor):
 def input_copy(value: torch.Tensor, copies: dict) -> torch.Tensor:
     """A copy of an input for the trace to write into, alike in every way the trace can see:
     dtype, shape, strides, storage offset, memory shared with the other inputs' copies,
-    requires_grad and leafness, Parameter-ness (only the tensor's autograd history is not copied)."""
+    requires_grad and leafness, Parameter-ness, being an inference tensor or not (whatever mode
+    the trace is in when it first reads the input: a traced `inference_mode` block made its
+    copies inference tensors, which the writes after the block could not write into); only the
+    tensor's autograd history is not copied."""
     if type(value) not in (torch.Tensor, torch.nn.Parameter):
         raise Unsupported(f"in-place writes into a {type(value).__qualname__} input")
     key = _storage(value)
-    with torch.no_grad():
+    with torch.no_grad(), torch.inference_mode(value.is_inference()):
         storage = copies.get(key)
         if storage is None:
             storage = value.untyped_storage().clone()

@@ -14,10 +14,9 @@ import types
 import torch
 
 from .. import config, logs
-from ..bytecode import original_code
-from ..bytecode.splice import binding_error
-from ..bytecode import compat
+from ..bytecode import compat, original_code
 from ..bytecode.compat import NOT_TRY_HANDLERS, exception_handlers, handled_offsets
+from ..bytecode.splice import binding_error
 from ..errors import PythonError, Raised, RaisesEagerly, Unsupported, UserError
 from ..guards.codegen import GuardSet
 from ..guards.guard import DefaultDtypeMatch, GradModeMatch, IdMatch, NotInMatch
@@ -36,13 +35,12 @@ from .generators import Generator, finalize
 from .graph import GraphBuilder
 from .opcodes import HANDLERS, Lazy, Return
 
-# instructions that let go of nothing (they push, or do nothing): after them, no generator can have lost
-# its last reference (trace/generators.py)
-ONLY_PUSH = frozenset({"LOAD_FAST", "LOAD_CONST", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_FAST_LOAD_FAST", "PUSH_NULL",
-                       "LOAD_GLOBAL",
-                       "COPY", "NOP", "RESUME", "KW_NAMES", "PRECALL", "EXTENDED_ARG", "MAKE_CELL", "COPY_FREE_VARS",
-                       "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "LOAD_FAST_CHECK",
-                       "LOAD_FAST_AND_CLEAR", "LOAD_SMALL_INT", "NOT_TAKEN"})
+# instructions that let go of nothing (they push, or do nothing; the names of every Python traced):
+# after them, no generator can have lost its last reference (trace/generators.py)
+ONLY_PUSH = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "LOAD_FAST_LOAD_FAST", "LOAD_CONST",
+                       "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_GLOBAL", "PUSH_NULL", "COPY", "NOP", "RESUME", "KW_NAMES",
+                       "PRECALL", "EXTENDED_ARG", "MAKE_CELL", "COPY_FREE_VARS", "JUMP_FORWARD", "JUMP_BACKWARD",
+                       "JUMP_BACKWARD_NO_INTERRUPT"})
 
 
 @functools.lru_cache(maxsize=4096)
