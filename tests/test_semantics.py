@@ -121,6 +121,8 @@ EXHAUSTED = {
     "filter": "xs = [1]\nit = filter(None, xs)\nlist(it)\nxs.append(2)\nout = list(it)",
     "generator": "it = counted(1)\nlist(it)\nout = list(it)",
     "deque, changed after": "d = collections.deque([1])\nit = iter(d)\nlist(it)\nd.append(2)\nout = list(it)",
+    "callable iterator": "xs = [0, 1, 2]\nit = iter(xs.pop, 0)\nout = list(it)\nxs.append(7)\nout = out, list(it)",
+    "callable iterator, not callable": "out = iter(5, 1)",
 }
 
 
@@ -247,13 +249,56 @@ ERRORS = [
     'int(10**400)', 'float(10**400)', "int('1' * 5000)", '[0] * -1', "'ab' * -1", "b'' * 3", 'hash([])', 'hash({})',
     'id(1, 2)', 'type(1, 2)', "type('A', 1, {})", 'super()', 'collections.defaultdict(list).x',
     'd = collections.defaultdict(None); d[1]', "x = collections.Counter('ab'); x['c']", 'slice(1, 2, 3, 4)',
-    'memoryview(1)', "bytes('a')", 'bytearray(-1)',
+    'memoryview(1)', "bytes('a')", 'bytearray(-1)', 'd = {1: 2}\nout = d.get(1, 3, 4)', 'd = {1: 2}\nd.update(1)',
+    'd = {1: 2}\nd.update([1])', 'd = {}\nd.update({1: 2}, {3: 4})', 'out = dict.fromkeys()',
+    'out = {}.fromkeys([1], 2, 3)', "d = collections.OrderedDict(a=1)\nd.move_to_end('z')",
+    'd = collections.OrderedDict(a=1)\nd.move_to_end()', 'd = {1: 1}\nout = d.pop()',
+    'd = {1: 1}\nout = d.setdefault()', 'xs = [3, 1]\nxs.sort(1)',
+    'xs = [3, 1]\nxs.sort(key=None, reverse=True, extra=1)', 'xs = [1]\nxs.extend()', 'xs = [1]\nxs.extend(5)',
+    'xs = [1]\nxs.insert(1)', 'xs = [1]\nxs.index()', 'xs = [1]\nout = xs.index(1, 0, 5, 6)',
+    'xs = [1]\nout = xs.count()', 'xs = [1]\nxs.remove()', 'xs = [1]\nxs.reverse(1)', 'xs = [1]\nxs.clear(1)',
+    'xs = [1]\nout = xs.copy(1)', 's = {1}\ns.update(5)', 's = {1}\nout = s.union(5)',
+    's = {1}\nout = s.issubset()', 's = {1}\ns.discard()', 's = {1}\ns.remove(2)', 's = set()\ns.pop()',
+    's = {1}\nout = s | [2]', 's = {1}\nout = s - 5', 's = frozenset({1})\ns.add(2)',
+    "q = collections.deque()\nq.rotate('a')", 'q = collections.deque([1])\nq.index(2)',
+    'q = collections.deque([1], maxlen=1)\nq.insert(0, 2)', 'q = collections.deque([1])\nq.remove(5)',
+    "out = collections.deque([1], maxlen='a')", 'out = collections.deque(5)', 'out = collections.OrderedDict(5)',
+    't = (1, 2)\nout = t.count()', 't = (1, 2)\nout = t.index(5)', 'out = (1, 2) + [3]', 'out = [1] + (2,)',
+    "out = [1] * 'a'", "out = 'a' * 'b'", 'out = (1,) * 1.5', 'out = [1, 2] < (1, 2)', 'out = {1} < [1]',
+    'out = [1] == (1,)', "out = {'a': 1} | [('b', 2)]", "out = {'a': 1} + {'b': 2}", 'd = {}\nd |= 5',
+    'xs = [1]\nxs += 5', "xs = [1]\nxs *= 'a'", 't = (1,)\nt += [2]', 'out = len(iter([1]))',
+    'out = next(iter([]), 1, 2)', 'out = list(zip([1], [2], strict=1))', "out = list(enumerate([1], 'a'))",
+    'out = list(map(lambda a, b: a, [1]))', "out = sorted([3, 1], reverse='yes')",
+    'out = sorted({1: 2}, key=lambda k: k, reverse=1)', "out = min([1, 2], key=lambda v: 'a' if v == 1 else 1)",
+    'out = max(1, 2, default=3)', 'out = max([], key=len)', 'out = sum([[1], [2]], [])',
+    'out = sum(x for x in [1, 2])', 'out = all()', 'out = any([1], [2])', 'out = list(itertools.chain(1))',
+    'out = list(itertools.product([1], repeat=-1))', "out = list(itertools.islice([1, 2], 'a'))",
+    'out = list(itertools.zip_longest([1], 5))', 'out = functools.reduce(lambda a, b: a + b, [1], 1, 2)',
+    'out = functools.partial()', 'out = functools.partial(5)', 'out = operator.itemgetter(5)([1])',
+    'out = operator.attrgetter(5)', 'out = abs(None)', "out = round(1.5, 'a')", "out = divmod('a', 1)",
+    "out = int('12', 1)", 'out = int(1.5, 10)', "out = float('x')", "out = complex('1+2j', 1)", 'out = bool(x=1)',
+    "out = str(1, 'utf-8')", "out = 'abc'.split(None, 'a')", "out = 'abc'.replace('a')", "out = 'a'.join(5)",
+    "out = 'abc'[1:2:'a']", "out = [1, 2, 3][::'a']", "out = [1, 2, 3]['a':]", 'out = (1, 2)[None:None:-1]',
+    "out = 'abc'.index('z')", "out = 'x'.encode('nope')", "out = b'\\xff'.decode()", "out = '%s %s' % (1,)",
+    'out = f\'{1:>{"a"}}\'', 'out = format(1, 5)', 'out = repr(1, 2)', 'out = ascii()', 'out = hash(1, 2)',
+    "out = chr('a')", 'out = ord(1)', 'out = hex(1.5)', "out = bin('a')", 'out = oct(None)',
+    'def g(*, a): return a\nout = g()', 'def g(a, /): return a\nout = g(a=1)', 'def g(**kw): return kw\nout = g(1)',
+    'def g(*a): return a\nout = g(x=1)', 'g = lambda: 1\nout = g(1)',
+    'class A:\n    def m(self, x): return x\nout = A().m()',
+    'class A:\n    @staticmethod\n    def m(x): return x\nout = A.m()',
+    'class A:\n    @classmethod\n    def m(cls, x): return x\nout = A.m()',
+    'class A:\n    def __init__(self): pass\nout = A(1)', 'class A:\n    pass\nout = A(1)',
+    'class A:\n    @property\n    def p(self): return 1\nA().p = 2',
+    'class A:\n    @property\n    def p(self): return 1\ndel A().p',
+    "import collections as c\nout = c.namedtuple('P', 'a b')(1)",
+    "P = collections.namedtuple('P', 'a')\nout = P(1, 2)", "P = collections.namedtuple('P', 'a')\nout = P(b=1)",
+    "P = collections.namedtuple('P', 'a')\nout = P(1)._replace(b=2)",
 ]
 
 
 @pytest.mark.parametrize("statement", ERRORS)
 def test_python_errors_are_eagers(statement):
-    check(statement + "\nout = 1", fullgraph=False, calls=1)
+    check(statement if "out = " in statement else statement + "\nout = 1", fullgraph=False, calls=1)
 
 
 # --- special methods set to None block their protocol -----------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 import abc
 import copy
 import inspect
+import operator
 import sys
 import types
 
@@ -256,6 +257,7 @@ def _range(frame, args, kwargs):
 @rule(enumerate)
 def _enumerate(frame, args, kwargs):
     start = python_value(kwargs.get("start", args[1] if len(args) > 1 else ConstVar(0)), "enumerate()")
+    fold(enumerate, (), start)  # (its own check of `start`)
     source, count = iterate(frame, args[0]), [start]
 
     def step():
@@ -329,7 +331,34 @@ def _reversed(frame, args, kwargs):
 
 @rule(iter)
 def _iter(frame, args, kwargs):
+    if len(args) == 2:
+        return _call_iterator(frame, *args)
     return iterate(frame, args[0])
+
+
+def _call_iterator(frame, fn: Var, sentinel: Var) -> IteratorVar:
+    """iter(fn, sentinel): fn called at each step until it returns what equals the sentinel
+    (or raises StopIteration); exhausted for good from then on, as CPython's callable iterator."""
+    if not is_callable(fn):
+        raise python_error(TypeError, "iter(v, w): v must be callable")
+    done = [False]
+
+    def step():
+        if done[0]:
+            return None
+        try:
+            value = CALLS.call(frame, fn, [], {})
+        except (PythonError, Raised) as e:
+            error = traced_error_type(e)
+            if error is None or not issubclass(error, StopIteration):
+                raise
+            value = sentinel
+        if value is sentinel or fold(operator.eq, python_value(value, "iter(fn, sentinel)"),
+                                     python_value(sentinel, "iter(fn, sentinel)")):
+            done[0] = True
+            return None
+        return value
+    return IteratorVar(step=step, py_type=type(iter(int, 1)))
 
 
 @rule(next)

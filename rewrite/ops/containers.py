@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import collections
 import itertools
+import operator
 
 from ..errors import Unsupported, python_error
 from ..values.vars import ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, PartialVar, Var, note_mutation
 from . import fills
 from .builtins import _dict
-from .core import describe, is_callable, key_of, mutating, python_value, rule, unpack
+from .core import describe, fold, is_callable, key_of, mutating, python_value, rule, unpack
 from .library import chain_from_iterable
+from .signatures import WRITTEN, check
 from .objects import list_method
 
 
@@ -22,8 +24,7 @@ def _deque(frame, args, kwargs):
     if len(args) > 2 or set(bound) - {"iterable", "maxlen"}:
         raise python_error(TypeError, "deque() takes at most 2 arguments")
     maxlen = python_value(bound.get("maxlen", ConstVar(None)), "deque(maxlen=)")
-    if maxlen is not None and (type(maxlen) is not int or maxlen < 0):
-        raise python_error(ValueError if type(maxlen) is int else TypeError, "maxlen must be non-negative")
+    fold(collections.deque, (), maxlen)  # (its own checks of `maxlen`)
     made = ListVar([], py_type=collections.deque, maxlen=maxlen)
     for item in unpack(frame, bound["iterable"]) if "iterable" in bound else []:
         fills.PUTS["append"](frame, made, item, 0)  # (past maxlen, each item trims the other end)
@@ -77,7 +78,7 @@ def deque_method(frame, d: ListVar, name: str, args: list[Var], kwargs) -> Var:
         mutating(frame, d)
         return items.pop() if name == "pop" else items.pop(0)
     if name == "rotate":
-        n = python_value(args[0], "deque.rotate()") if args else 1
+        n = fold(operator.index, python_value(args[0], "deque.rotate()")) if args else 1
         mutating(frame, d)
         if items:
             n %= len(items)
@@ -100,11 +101,13 @@ def dict_fromkeys(cls, iterable, value=None):
     return cls.fromkeys(iterable, value)
 
 
+WRITTEN[dict_fromkeys] = lambda cls, /, *args, **kwargs: None  # (its rule checks the classmethod's own)
+
+
 @rule(dict_fromkeys)
 def _dict_fromkeys(frame, args, kwargs):
-    if kwargs or len(args) not in (2, 3):
-        raise Unsupported("fromkeys() arguments (the call raises eagerly)")
     cls = args[0].value
+    check(cls.fromkeys, args[1:], kwargs)  # (the classmethod's own: dict_fromkeys stands in for it)
     value = args[2] if len(args) == 3 else ConstVar(None)
     made = DictVar({key_of(k): value for k in unpack(frame, args[1])}, py_type=cls)
     if cls is collections.defaultdict:

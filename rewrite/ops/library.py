@@ -15,17 +15,19 @@ import builtins
 import collections
 import functools
 import itertools
+import math
 import operator
 import types
 
 import torch
 
-from ..errors import Unsupported
+from ..errors import Unsupported, python_error
 from ..values.side_effects import DELETED
 from ..values.vars import (CellVar, ConstVar, DictVar, FunctionVar, IteratorVar, ListVar, ObjectVar, PartialVar,
                            TensorVar, TupleVar, Var)
 from .builtins import attribute_name
-from .core import BUILTINS, CALLS, const, describe, fold, foldable, getitem, iterate, python_value, rule, unpack
+from .core import (BUILTINS, CALLS, MAX_ITEMS, const, describe, fold, foldable, getitem, is_callable, iterate,
+                   python_value, rule, unpack)
 from .operators import binary
 
 
@@ -71,6 +73,8 @@ def _partial(frame, args, kwargs):
     if not args:
         raise Unsupported("functools.partial() without a function (the call raises eagerly)")
     func, *bound = args
+    if not is_callable(func):
+        raise python_error(TypeError, "the first argument must be callable")
     if isinstance(func, PartialVar):  # partial(partial(f, a), b) is partial(f, a, b), as in Python
         return PartialVar(func.func, func.args + bound, {**func.kwargs, **kwargs})
     return PartialVar(func, bound, dict(kwargs))
@@ -160,7 +164,10 @@ def _product(frame, args, kwargs):
     repeat = python_value(kwargs.pop("repeat", ConstVar(1)), "product(repeat=)")
     if kwargs:
         raise Unsupported("itertools.product() keyword arguments (the call raises eagerly)")
+    fold(itertools.product, repeat=repeat)  # (its own checks of `repeat`)
     pools = [unpack(frame, a) for a in args] * repeat  # Python's product reads every iterable first
+    if math.prod(len(p) for p in pools) > MAX_ITEMS:
+        raise Unsupported(f"itertools.product() of more than {MAX_ITEMS} items while tracing")
     return IteratorVar([TupleVar(list(combo)) for combo in itertools.product(*pools)], py_type=itertools.product)
 
 

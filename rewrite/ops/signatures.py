@@ -14,6 +14,7 @@ import functools
 import inspect
 import itertools
 import operator
+import types
 
 from ..errors import PythonError, Unsupported
 
@@ -103,7 +104,9 @@ def check_method(owner: type, name: str, args, kwargs) -> None:
     """`obj.name(*args, **kwargs)` on a builtin container of class `owner`."""
     if owner in OWNERS:
         fn = getattr(owner, name, None)
-        if fn is not None:
+        if isinstance(inspect.getattr_static(owner, name, None), (types.ClassMethodDescriptorType, classmethod)):
+            check(fn, args, kwargs)  # (`d.fromkeys(...)`: bound to the class, not to `d`)
+        elif fn is not None:
             check(fn, args, kwargs, owner)
 
 

@@ -96,7 +96,7 @@ class Tracer:
         self.open_contexts: list = []  # recorded contexts (autocast, ...) entered for real, innermost last
         self.ops_in_try = False  # graph ops an `except` covers: the entry runs eagerly if the graph raises
         self.frames: list = []  # the frames running now, outermost first
-        self.generators = 0  # generators made: from the first one on, each frame keeps its instruction's operands
+        self.generators = 0  # generators made that may need closing: from the first on, frames keep their operands
         self.pending: list = []  # suspended generators whose closing runs code (trace/generators.py)
         self.finalizing = False
         self.side_effects = SideEffects(self)
@@ -181,13 +181,24 @@ class Tracer:
             cells[name] = cell
         frame = Frame(self, code, locals_, cells, globals_, global_source, caller)
         if code.co_flags & 0x20:  # a generator: its body runs as it is consumed, as in Python
-            self.generators += 1
+            if frame.yields_in_handler():
+                self.generators += 1  # (one that may have to be closed: the frames keep their operands now)
             return Generator(self, frame).iterator
         self.depth += 1
         try:
             return frame.run()
         finally:
             self.depth -= 1
+
+@functools.lru_cache(maxsize=1024)
+def _yields_in_handler(code: types.CodeType) -> bool:
+    insts, index_of, _, handlers = instructions_of(code)
+    for inst in insts:
+        entry = handlers.get(inst.offset) if inst.opname == "YIELD_VALUE" else None
+        if entry is not None and insts[index_of[entry[0]]].opname not in NOT_TRY_HANDLERS:
+            return True
+    return False
+
 
 def _global_source_for(globals_: dict, root_globals: dict, fn_source: Source | None):
     if globals_ is root_globals:
@@ -354,6 +365,10 @@ class Frame:
         handler of a `try` or `with` covers it, not one Python adds)."""
         entry = self.handlers.get(self.instructions[index].offset)
         return entry is not None and self.instructions[self.index_of[entry[0]]].opname not in NOT_TRY_HANDLERS
+
+    def yields_in_handler(self) -> bool:
+        """Whether a generator of this code can stop at a `yield` whose closing runs its code."""
+        return _yields_in_handler(self.code)
 
     def run(self) -> Var:
         self.tracer.frames.append(self)
