@@ -83,10 +83,22 @@ def _load(source: str) -> dict:
 def _outcome(ns, *args):
     ns["LOG"].clear()
     try:
-        result = ("value", ns["f"](*args))
+        result = ("value", _comparable(ns["f"](*args)))
     except Exception as e:  # noqa: BLE001
         result = ("raise", (type(e), str(e)))
     return result, list(ns["LOG"])
+
+
+def _comparable(v):
+    """`v`, with the objects of classes a case defines (one per module: eager's and the compiled
+    one's differ) as (class name, contents)."""
+    if type(v).__module__ == "semantics_case":
+        return type(v).__qualname__, _comparable(tuple(v) if isinstance(v, tuple) else vars(v))
+    if type(v) in (list, tuple):
+        return type(v)(_comparable(i) for i in v)
+    if type(v) is dict:
+        return {k: _comparable(i) for k, i in v.items()}
+    return v
 
 
 def check(body: str, fullgraph: bool = True, calls: int = 2):
@@ -296,7 +308,177 @@ ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("statement", ERRORS)
+# generators, closures, objects, `with`, exceptions, comprehensions, numbers, itertools: their values too
+VALUES = [
+    ('def g():\n'
+     '    yield 1\n'
+     '    return 5\n'
+     'it = g()\n'
+     'next(it)\n'
+     'try:\n'
+     '    next(it)\n'
+     'except StopIteration as e:\n'
+     '    out = e.value'),
+    'def g():\n    x = yield 1\n    yield x * 2\nit = g()\nnext(it)\nout = it.send(3)',
+    "def g():\n    yield 1\nit = g()\nout = it.send(None), next(it, 'end')",
+    'def g():\n    yield 1\nit = g()\nit.send(2)',
+    ('def g():\n'
+     '    try:\n'
+     '        yield 1\n'
+     '    except KeyError:\n'
+     "        yield 'caught'\n"
+     'it = g()\n'
+     'next(it)\n'
+     'out = it.throw(KeyError)'),
+    "def g():\n    yield 1\nit = g()\nnext(it)\nit.throw(ValueError('v'))",
+    'def g():\n    try:\n        yield 1\n    finally:\n        return 9\nit = g()\nnext(it)\nout = it.close()',
+    ('def g():\n'
+     '    try:\n'
+     '        yield 1\n'
+     '    except GeneratorExit:\n'
+     '        yield 2\n'
+     'it = g()\n'
+     'next(it)\n'
+     'it.close()'),
+    'def g():\n    yield from [1, 2]\n    return 3\nout = list(g())',
+    ('def inner():\n'
+     '    r = yield 1\n'
+     '    return r\n'
+     'def g():\n'
+     '    v = yield from inner()\n'
+     '    yield v\n'
+     'it = g()\n'
+     'next(it)\n'
+     'out = it.send(7)'),
+    'def g():\n    yield 1\n    raise StopIteration\nout = list(g())',
+    'def g():\n    yield\nit = g()\nout = list(it), list(it)',
+    'def g(n):\n    for i in range(n):\n        yield i\nout = sum(g(4)), max(g(3)), sorted(g(3), reverse=True)',
+    "def g():\n    yield 1\nout = type(g()).__name__, hasattr(g(), 'send')",
+    'out = (x * 2 for x in [1, 2])\nout = next(out), list(out)', 'gen = (x for x in [1])\nnext(gen)\nnext(gen)',
+    ('def make():\n'
+     '    n = 0\n'
+     '    def inc():\n'
+     '        nonlocal n\n'
+     '        n += 1\n'
+     '        return n\n'
+     '    return inc\n'
+     'i = make()\n'
+     'i()\n'
+     'out = i()'),
+    'fs = [lambda: i for i in range(3)]\nout = [f() for f in fs]',
+    'fs = [lambda i=i: i for i in range(3)]\nout = [f() for f in fs]',
+    'def outer():\n    x = 1\n    def inner():\n        return x\n    x = 2\n    return inner()\nout = outer()',
+    'def f2():\n    return y\nf2()', 'def f2():\n    z = z + 1\nf2()',
+    'class C:\n    x = 1\n    def m(self):\n        return self.x\nc = C()\nc.x = 5\nout = c.m(), C.x',
+    "class C:\n    def __init__(self):\n        self.a = 1\nc = C()\ndel c.a\nout = hasattr(c, 'a')",
+    'class C:\n    pass\nc = C()\ndel c.a',
+    'class C:\n    def __getattr__(self, name):\n        return name * 2\nout = C().ab',
+    ('class C:\n'
+     '    def __getattr__(self, name):\n'
+     '        raise AttributeError(name)\n'
+     "out = getattr(C(), 'q', 'dflt')"),
+    'class C:\n    def __eq__(self, o):\n        return True\nout = C() == 1, C() != 1, C() in [1]',
+    'class C:\n    def __lt__(self, o):\n        return True\nout = sorted([C(), C()]) is not None',
+    "class C:\n    def __repr__(self):\n        return 'C!'\nout = repr(C()), str(C())",
+    'class C:\n    def __str__(self):\n        return 5\nstr(C())',
+    ('class C:\n'
+     '    def __len__(self):\n'
+     '        return 2\n'
+     '    def __getitem__(self, i):\n'
+     '        if i > 1: raise IndexError\n'
+     '        return i\n'
+     'out = list(C())'),
+    'class C:\n    def __iter__(self):\n        yield 1\n        yield 2\nout = list(C()), 2 in C()',
+    'class C:\n    def __contains__(self, v):\n        return v == 3\nout = 3 in C(), 4 not in C()',
+    'class C:\n    def __call__(self, a, b=2):\n        return a + b\nout = C()(1), C()(1, b=5)',
+    'class C:\n    def __call__(self, a):\n        return a\nC()()',
+    ('class C:\n'
+     '    def __enter__(self):\n'
+     '        return 5\n'
+     '    def __exit__(self, *a):\n'
+     '        return True\n'
+     'with C() as v:\n'
+     '    raise ValueError\n'
+     'out = v'),
+    ('class C:\n'
+     '    def __enter__(self):\n'
+     '        return self\n'
+     '    def __exit__(self, *a):\n'
+     '        return False\n'
+     'with C():\n'
+     "    raise KeyError('k')"),
+    'class C:\n    pass\nwith C():\n    pass', 'with contextlib.suppress(KeyError):\n    raise KeyError\nout = 1',
+    'with contextlib.suppress(KeyError):\n    raise ValueError',
+    '@contextlib.contextmanager\ndef cm():\n    yield 1\nwith cm() as v:\n    out = v',
+    ('@contextlib.contextmanager\n'
+     'def cm():\n'
+     '    try:\n'
+     '        yield 1\n'
+     '    except ValueError:\n'
+     '        pass\n'
+     'with cm():\n'
+     '    raise ValueError\n'
+     'out = 2'),
+    '@contextlib.contextmanager\ndef cm():\n    yield 1\n    yield 2\nwith cm():\n    pass',
+    '@contextlib.contextmanager\ndef cm():\n    if False:\n        yield\nwith cm():\n    pass',
+    "try:\n    raise KeyError('a')\nexcept KeyError as e:\n    out = e.args, str(e), repr(e)",
+    'try:\n    raise ValueError\nexcept ValueError as e:\n    out = e.args, type(e).__name__',
+    ('try:\n'
+     '    try:\n'
+     '        raise KeyError\n'
+     '    finally:\n'
+     "        out = 'f'\n"
+     'except KeyError:\n'
+     "    out = out + 'k'"),
+    'try:\n    1 / 0\nexcept ZeroDivisionError as e:\n    out = str(e)',
+    'try:\n    [][0]\nexcept LookupError as e:\n    out = type(e).__name__',
+    "try:\n    {}['k']\nexcept (IndexError, KeyError) as e:\n    out = e.args",
+    'e = ValueError(1, 2)\nout = e.args, str(e)', "out = KeyError('x').args, str(KeyError('x')), str(KeyError())",
+    'out = isinstance(ValueError(), Exception), issubclass(KeyError, LookupError)',
+    'def h():\n    try:\n        return 1\n    finally:\n        out2 = 2\nout = h()',
+    'def h():\n    try:\n        raise KeyError\n    finally:\n        return 3\nout = h()',
+    ('def h():\n'
+     '    for i in range(3):\n'
+     '        try:\n'
+     '            continue\n'
+     '        finally:\n'
+     '            pass\n'
+     '    return i\n'
+     'out = h()'),
+    'x = 5\ndel x\nout = x', 'out = [i for i in range(3) if i % 2] + [j for j in (1,)]',
+    "out = {k: v for k, v in zip('ab', [1, 2])}", 'out = {v % 2 for v in [1, 2, 3]}',
+    'a = b = []\na.append(1)\nout = b', 'a = [1]\nb = a[:]\nb.append(2)\nout = a',
+    'a = (1, [2])\na[1].append(3)\nout = a', 'a = (1, [2])\na[1] += [3]', 'd = {}\nd[1] = d\nout = len(d)',
+    'xs = [3, 1, 2]\nout = xs.sort(), xs', 'xs = [1, 2]\nxs[5:] = [9]\nout = xs',
+    'xs = [1, 2, 3]\ndel xs[::2]\nout = xs', 'xs = [1, 2, 3]\nxs[::2] = [0]', 'xs = [1, 2, 3]\nxs[1:2] = 5',
+    'out = list(reversed(range(5)))[::2]', "out = [*range(3), *'ab']", "out = {**{'a': 1}, 'b': 2}",
+    "out = {**{'a': 1}, **[1]}", 'out = f\'{1!r:>5}{"x":*^5}\'', "out = '%(a)s' % {'a': 1}", "out = 'a' 'b' * 2",
+    'out = 2 ** 3 ** 2, -2 ** 2, (-2) ** 0.5',
+    'out = 7 // -2, 7 % -2, divmod(-7, 2), round(2.5), round(3.5), round(-0.5)',
+    'out = 1 < 2 < 3, 1 < 3 < 2, (1, 2) < (1, 3), [1] < [1, 0]', 'out = True + True, True * 3, ~True, -True',
+    "out = int(True), float('inf') > 1e308, float('nan') == float('nan')",
+    'out = 0.1 + 0.2 == 0.3, 1e16 + 1 == 1e16', 'out = 10 ** 20, 2 ** 64 - 1, -(2 ** 63)',
+    'out = hash((1, 2)) == hash((1, 2)), hash(1) == hash(1.0)', "out = {1: 'a', 1.0: 'b', True: 'c'}",
+    'out = {1, 1.0, True}', 'out = [0] * 3 == [0, 0, 0], [[]] * 2', 'out = None is None, None == 0, not None',
+    "out = bool([]), bool([0]), bool(''), bool(' '), bool(0.0), bool(-0.0)",
+    "out = min('abc'), max([[1], [2]]), sorted('bca')", 'out = abs(-3), abs(-3.5), abs(True)',
+    'out = any([]), all([]), any(x > 1 for x in [1, 2])',
+    "out = list(zip()), list(zip([1])), dict(zip('ab', 'cd'))", "out = list(enumerate('ab', 5))",
+    'out = list(map(operator.add, [1, 2], [3, 4, 5]))', 'out = list(filter(lambda v: v > 1, [1, 2, 3]))',
+    'out = functools.reduce(operator.mul, range(1, 5))',
+    'out = list(itertools.accumulate([1, 2, 3], operator.mul))',
+    'out = list(itertools.islice(itertools.count(), 3))', 'out = list(itertools.repeat(1, 3))',
+    'out = list(itertools.takewhile(lambda v: v < 3, [1, 2, 3, 1]))',
+    'out = list(itertools.dropwhile(lambda v: v < 3, [1, 2, 3, 1]))',
+    'out = list(itertools.starmap(pow, [(2, 3)]))', "out = [list(g) for k, g in itertools.groupby('aabbc')]",
+    'out = list(itertools.pairwise([1, 2, 3]))', "out = collections.Counter('abca').most_common(1)",
+    "c = collections.Counter()\nc['x'] += 1\nout = dict(c)", "out = collections.ChainMap({'a': 1}, {'b': 2})['b']",
+    "P = collections.namedtuple('P', 'a b', defaults=[2])\nout = P(1), P(1)._asdict()",
+    'out = str(collections.deque([1], maxlen=3))',
+]
+
+
+@pytest.mark.parametrize("statement", ERRORS + VALUES)
 def test_python_errors_are_eagers(statement):
     check(statement if "out = " in statement else statement + "\nout = 1", fullgraph=False, calls=1)
 

@@ -370,7 +370,7 @@ def _next(frame, args, kwargs):
     if item is None:
         if len(args) > 1:
             return args[1]
-        raise python_error(StopIteration)
+        raise Raised(it.generator.stop()) if it.generator is not None else python_error(StopIteration)
     return item
 
 

@@ -32,6 +32,7 @@ class Generator:
     def __init__(self, tracer, frame):
         self.tracer, self.frame = tracer, frame
         self.started = self.done = False
+        self.returned = False  # it returned at the last step (its StopIteration carries the value)
         self.witness = None  # where the trace held it last time it looked (see finalize)
         self.iterator = IteratorVar(step=self.next, py_type=types.GeneratorType)
         self.iterator.generator = self
@@ -65,10 +66,16 @@ class Generator:
         return self.iterator.result if compat.CLOSE_RETURNS_VALUE else ConstVar(None)
 
     def _yielded(self, value: Var | None) -> Var:
-        if value is None:  # returned: StopIteration carries the value
-            result = self.iterator.result
-            raise Raised(ExceptionVar(StopIteration, [] if result is None else [result]))
+        if value is None:
+            raise Raised(self.stop())
         return value
+
+    def stop(self) -> ExceptionVar:
+        """The StopIteration of a step that found it done: the one right after it returned
+        carries its return value; any later one, none (as CPython's)."""
+        result, self.returned = self.iterator.result if self.returned else None, False
+        none = result is None or isinstance(result, ConstVar) and result.value is None  # (`return None`: no args)
+        return ExceptionVar(StopIteration, [] if none else [result])
 
     def _finish(self) -> None:
         """Done: its frame is gone (what it held is let go, as CPython clears the frame)."""
@@ -111,7 +118,8 @@ class Generator:
             raise
         finally:
             self.tracer.depth -= 1
-        self._finish()  # returned
+        self._finish()
+        self.returned = True
         return None
 
     def _suspended(self) -> None:
