@@ -988,7 +988,7 @@ SET_RULES = [(2, rule_bind(SETS_NEW, "s")), (2, rule_bind(SETS_USE)), (1, rule_b
 CONTEXT_RULES = [(2, rule_context), (2, rule_block(CONTEXT_BLOCKS))]
 FUNCTIONAL_RULES = [(3, rule_bind(FUNCTIONAL)), (1, rule_block(FUNCTIONAL_BLOCKS))]
 FILL_RULES = [(2, rule_block(FILLS))]
-SEMANTIC_RULES = [(3, rule_block(SEMANTICS))]
+SEMANTIC_RULES = [(1, rule_block(SEMANTICS))]  # (among the other Python rules; `--focus semantics`: mostly these)
 PYTHON_RULES = (CLASS_RULES + EXCEPTION_RULES + SET_RULES + CONTEXT_RULES + FUNCTIONAL_RULES + FILL_RULES
                 + SEMANTIC_RULES)
 
@@ -1017,8 +1017,8 @@ FOCUS = {
     "fills": FILL_RULES + SET_RULES + [(2, rule_assign(BINARY)), (1, rule_assign(SIZES, "k")), (1, rule_for),
                                       (1, rule_unsupported)],
     # Python's exact semantics (issue 38): exhausted iterators, changes while iterating, wrong arguments, ...
-    "semantics": SEMANTIC_RULES + [(2, rule_assign(BINARY)), (1, rule_assign(SIZES, "k")), (1, rule_for),
-                                   (1, rule_write(INPLACE)), (1, rule_unsupported)],
+    "semantics": [(6, rule_block(SEMANTICS)), (2, rule_assign(BINARY)), (1, rule_assign(SIZES, "k")), (1, rule_for),
+                  (1, rule_write(INPLACE)), (1, rule_unsupported)],
 }
 
 

@@ -205,19 +205,19 @@ def test_generated_programs_use_python_constructs():
         r"(functools|itertools|operator)\.", "sorted/min/max key=": r"key=", "object passed in": r"def f\(.*\bacc\b",
     }
     counts = Counter()
+    for at in range(5):  # (five seeds: one seed's programs cluster, swarm testing draws rules per program)
+        @settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @seed(at)
+        @given(programs())
+        def run(program):
+            text = program.source()
+            counts["programs"] += 1
+            for name, pattern in constructs.items():
+                counts[name] += bool(re.search(pattern, text))
 
-    @settings(max_examples=300, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-    @seed(0)
-    @given(programs())
-    def run(program):
-        text = program.source()
-        counts["programs"] += 1
-        for name, pattern in constructs.items():
-            counts[name] += bool(re.search(pattern, text))
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # (statements are tried on sample values while drawing)
-        run()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (statements are tried on sample values while drawing)
+            run()
     for name in constructs:
         assert counts[name] >= counts["programs"] // 60, (name, counts)
 
