@@ -340,7 +340,7 @@ def _call_iterator(frame, fn: Var, sentinel: Var) -> IteratorVar:
     """iter(fn, sentinel): fn called at each step until it returns what equals the sentinel
     (or raises StopIteration); exhausted for good from then on, as CPython's callable iterator."""
     if not is_callable(fn):
-        raise python_error(TypeError, "iter(v, w): v must be callable")
+        fold(iter, object(), None)  # (this Python's TypeError: an object that is not callable either)
     done = [False]
 
     def step():
