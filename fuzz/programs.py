@@ -69,6 +69,7 @@ SYMS = ("d0", "d1", "d2")
 
 # --- rule tables: templates over operands {a}, {b} (tensors), {k} (a Python int), {d}, {e} (dims) -------
 UNARY = [
+    "F.dropout({a}.float(), 0.3)", "{a}.float() + torch.rand_like({a}.float())",  # (random: the oracle seeds each run)
     "torch.exp({a})", "torch.sigmoid({a})", "torch.tanh({a})", "torch.sin({a})", "torch.sqrt({a}.abs())",
     "torch.log1p({a}.abs())", "{a}.relu()", "-{a}", "{a}.abs()", "torch.neg({a})", "F.gelu({a})", "F.silu({a})",
     "torch.logical_not({a})", "~{a}", "{a}.float()", "{a}.to(torch.float64)", "{a}.to(torch.int64)",
@@ -646,6 +647,9 @@ LOCAL_TYPES = [  # a class statement, a dataclass and namedtuple(...) inside the
     "@dataclasses.dataclass\nclass D{i}:\n    t: object\n    k: int = 1\n{new} = D{i}({a}, {k})\n{new}.k += 1",
 ]
 EXCEPTIONS = [  # blocks: try/except/else/finally, raise, `except E as e`, re-raise, assert, KeyError, StopIteration
+    # random draws before an op that raises on some inputs: the call runs again from the generator's state
+    ("try:\n    {new} = F.dropout({a}.float(), 0.5) + {a}.float()[{b}.long().abs() % ({a}.shape[0] + 1)]\n"
+     "except IndexError:\n    {new} = torch.rand_like({a}.float())"),
     # graph ops that raise on some inputs: an integer division by zero, an index out of range
     "try:\n    {new} = {a} // {b}\nexcept RuntimeError:\n    {new} = torch.zeros_like({a} + {b})",
     ("try:\n    {new} = {a}[{b}.long().abs() % ({a}.shape[0] + 1)]\nexcept IndexError:\n"

@@ -35,10 +35,11 @@ from .ops.contexts import Enter, unwind
 from .ops.instances import made_as_called, new_instance
 from .ops.sets import members
 from .trace.builder import DynamicPolicy
+from .trace.graph import default_generator
 from .trace.interpreter import Tracer
 from .values.vars import (BoundVar, ConstVar, DictVar, DictViewVar, ExceptionVar, IdentityKey, InstanceVar,
                           IteratorVar, ListVar, MethodVar, ObjectVar, PartialVar, ScalarVar, SetVar, SymIntVar,
-                          TensorVar, TupleVar, Var, key_var)
+                          TensorVar, TupleVar, Var, call_owned, key_var)
 
 
 # backends that run the graph's torch calls as they are, so grad mode applies at run time
@@ -110,7 +111,7 @@ def plan_outputs(cap: Capture) -> None:
         built: dict[int, str] = {}  # a list or dict returned twice is one object, built once
 
         def rebuild(v: Var) -> str:
-            if v.source is not None:
+            if v.source is not None and not call_owned(v):
                 return v.source.expr()  # an input returned as it is: the very same object
             if isinstance(v, (ListVar, DictVar, InstanceVar, SetVar, IteratorVar)):  # (one object, however often held)
                 if id(v) not in built:
@@ -227,29 +228,68 @@ def call_backend(cap: Capture, backend_name: str, backend, name: str):
     return gm, compiled
 
 
-def rerunnable(graph) -> bool:
+def rerunnable(graph, redraws: bool = True) -> bool:
     """Whether the call can run again eagerly after the graph raised part-way: the graph
-    changed nothing before (no writes into inputs, no random draws, no log records, no mode
-    switches other than grad mode, which the entry puts back)."""
-    return not graph.clone_inputs and not any(n.meta.get("seeded") or n.meta.get("outward") or n.meta.get("mode_switch")
+    changed nothing before (no writes into inputs, no log records, no mode switches other than
+    grad mode, which the entry puts back). Random draws do not stop it where the backend
+    `redraws` (an entry that may run its call again puts the generators back first: `RngState`;
+    a CUDA-graph backend keeps its own generator state, which that would not rewind)."""
+    return not graph.clone_inputs and not any(n.meta.get("outward") or n.meta.get("mode_switch") or
+                                              not redraws and n.meta.get("seeded")
                                               for n in graph.graph.nodes)  # (mode_switch: entering autocast, ...)
 
 
-def check_eager_parity(tracer) -> None:
+def redraws(backend_name: str) -> bool:
+    """Whether an entry of that backend can put the generators back before running again."""
+    return "cudagraph" not in backend_name
+
+
+def draws(graph) -> bool:
+    """Whether the graph draws random numbers."""
+    return any(n.meta.get("seeded") for n in graph.graph.nodes)
+
+
+def may_run_again(tracer) -> bool:
+    """Whether the entry must be able to run its call again eagerly where the graph raises: an
+    `except` of the call's may meet the error, or side effects replayed after the graph would be
+    lost (elsewhere an error the graph raises is the one eager raises, from the same op)."""
+    return tracer.ops_in_try or bool(tracer.side_effects) and any(n.meta.get("may_raise")
+                                                                  for n in tracer.graph.graph.nodes)
+
+
+class RngState:
+    """The default generators of the devices a graph draws from (`GraphBuilder.drawn`): saved
+    before the graph runs, in the entries that may run their call again only (a save costs more
+    than the rest of a cache hit), and put back before that eager run -- which then draws what
+    the graph drew, what eager draws. Putting them back also rewinds what other threads drew
+    meanwhile (README, Threads)."""
+
+    def __init__(self, devices):
+        self.generators = [g for g in (default_generator(d) for d in devices) if g is not None]
+
+    def save(self) -> list:
+        return [g.get_state() for g in self.generators]
+
+    def restore(self, states: list) -> None:
+        for g, state in zip(self.generators, states):
+            g.set_state(state)
+
+
+def check_eager_parity(tracer, fullgraph: bool = False, backend_name: str = "python") -> None:
     """Raise WholeCallEager when an error the graph may raise at run time could not be given
     as eager gives it (see the two checks)."""
-    _check_rerunnable(tracer)
-    _check_effects_survive(tracer)
+    _check_rerunnable(tracer, redraws(backend_name))
+    _check_effects_survive(tracer, fullgraph, redraws(backend_name))
 
 
-def _check_rerunnable(tracer) -> None:
+def _check_rerunnable(tracer, redraw: bool) -> None:
     """Graph ops that an `except` or a context manager's `__exit__` covers may raise at run
     time where eager's handler would see it: the entry then runs the call again eagerly,
     which only a rerunnable graph allows. Otherwise the whole call runs eagerly."""
-    if tracer.ops_in_try and not rerunnable(tracer.graph):
+    if tracer.ops_in_try and not rerunnable(tracer.graph, redraw):
         raise WholeCallEager("graph ops under a try (or a with block whose __exit__ may swallow errors) in a "
-                             "function whose graph writes into inputs, draws random numbers or switches "
-                             "inference_mode/autocast: it could not run again eagerly if it raised")
+                             "function whose graph writes into inputs, logs or switches inference_mode/autocast: "
+                             "it could not run again eagerly if it raised")
 
 
 class GraphFailure:
@@ -266,9 +306,13 @@ class GraphFailure:
         self.ops_in_try = ops_in_try  # (else strict mode checks the eager run: see rewrite/strict.py)
         self.entry: Entry | None = None
         self.gm = None
+        self.rng: RngState | None = None  # (a graph that draws: the generators it draws from)
 
-    def __call__(self, inputs: tuple, args: tuple):
+    def __call__(self, inputs: tuple, args: tuple, rng: list | None = None):
+        """(`rng`: the generators' states before the graph ran, put back before each run again.)"""
         error = sys.exception()
+        if rng is not None:
+            self.rng.restore(rng)
         if strict.enabled() and not self.ops_in_try:
             return strict.checked_run(self.dispatcher, args, type(error), "the compiled graph raised")
         miss = self.dispatcher.MISS
@@ -282,27 +326,34 @@ class GraphFailure:
             return miss  # the graph raises too: a data-dependent error eager raises as well
         finally:
             torch._C._set_grad_enabled(grad)
+            if rng is not None:
+                self.rng.restore(rng)
         self.dispatcher.disable_entry(self.entry, f"the code backend {self.backend_name!r} compiled raised "
                                                   f"{type(error).__name__}: {error}, where the captured graph "
                                                   "does not")
         return miss
 
 
-def _check_effects_survive(tracer) -> None:
+def _check_effects_survive(tracer, fullgraph: bool, redraw: bool) -> None:
     """Side effects are replayed after the graph. If the graph may raise part-way (an op whose
     values can make it raise) and cannot run again, eager's effects before the raise would be
-    lost: then the whole call runs eagerly."""
-    if tracer.side_effects and not rerunnable(tracer.graph) and \
+    lost: then the whole call runs eagerly -- except under `fullgraph=True`, where the graph's
+    error goes to the caller as torch.compile's does (the effects before the failing op are
+    not replayed: README, What is captured)."""
+    if tracer.side_effects and not rerunnable(tracer.graph, redraw) and not fullgraph and \
             any(n.meta.get("may_raise") for n in tracer.graph.graph.nodes):
         raise WholeCallEager("side effects after graph ops that may raise on their values, in a graph that "
-                             "writes into inputs, draws random numbers or switches modes")
+                             "writes into inputs, logs or switches modes")
 
 
-def _on_graph_error(cap: Capture, consts: Consts, failure: GraphFailure | None, args: list[str]) -> list[str] | None:
-    """If running the graph raises (a data-dependent error: an index out of range, an integer
-    division by zero), the entry runs the call eagerly (see GraphFailure). Only for
-    rerunnable graphs; others let the error go (eager raises it too, from the same op, when
-    it is data-dependent; a backend's bug shows as that error)."""
+def _on_graph_error(cap: Capture, consts: Consts, failure: GraphFailure | None,
+                    args: list[str]) -> tuple[list[str] | None, list[str]]:
+    """(What the entry does if running the graph raises, what it does before the graph runs.)
+    If the graph raises (a data-dependent error: an index out of range, an integer division by
+    zero), the entry runs the call eagerly (see GraphFailure). Only for rerunnable graphs;
+    others let the error go (eager raises it too, from the same op, when it is data-dependent;
+    a backend's bug shows as that error), and so do graphs that draw random numbers where the
+    call need not run again (`may_run_again`): saving the generators costs on every call."""
     graph = cap.tracer.graph
     enters = tuple(n.target for n in graph.graph.nodes if isinstance(n.target, Enter))
     leave = []  # the contexts the graph entered and did not leave: left, as eager's `with` leaves them
@@ -311,11 +362,17 @@ def _on_graph_error(cap: Capture, consts: Consts, failure: GraphFailure | None, 
         leave = ["___unwind(___enters)"]
     grad = any(n.target is torch._C._set_grad_enabled for n in graph.graph.nodes)
     restore = [f"torch._C._set_grad_enabled({cap.tracer.grad_at_start})"] if grad else []
-    if not rerunnable(graph) or failure is None:
-        return [*leave, *restore, "raise"] if leave else None
+    random = draws(graph)
+    if failure is None or not rerunnable(graph, redraws(failure.backend_name)) or \
+            random and not may_run_again(cap.tracer):
+        return ([*leave, *restore, "raise"] if leave else None), []
     consts.values["___graph_failed"] = failure
     inputs = "".join(f"{src.expr()}, " for src, _, _ in graph.inputs)
-    return [*leave, *restore, f"return ___graph_failed(({inputs}), ({''.join(a + ', ' for a in args)}))"]
+    call = f"return ___graph_failed(({inputs}), ({''.join(a + ', ' for a in args)})"
+    if not random:
+        return [*leave, *restore, call + ")"], []
+    failure.rng = consts.values["___rng"] = RngState(graph.drawn)
+    return [*leave, *restore, call + ", ___s)"], ["___s = ___rng.save()"]
 
 
 def entry_source(cap: Capture | None, compiled, params, name: str, consts: Consts, guard: GuardCode,
@@ -328,7 +385,7 @@ def entry_source(cap: Capture | None, compiled, params, name: str, consts: Const
     consts.values["___NEXT"] = NEXT
     checks = guard.lines("return ___NEXT")
     prelude = ["try:", *(f"    {line}" for line in checks), "except Exception:", "    return ___NEXT"] if checks else []
-    on_error = _on_graph_error(cap, consts, failure, args) if compiled is not None else None
+    on_error, before = _on_graph_error(cap, consts, failure, args) if compiled is not None else (None, [])
     fused = getattr(compiled, "fused_entry_source", None) if brk is None else None  # (the python backend's)
     if cap is None:  # a fallback entry: the original bytecode runs
         consts.values["___MISS"] = miss
@@ -355,7 +412,7 @@ def entry_source(cap: Capture | None, compiled, params, name: str, consts: Const
             lines += brk.body(cap.tracer, brk.dispatcher, consts.values)
         body = f"def entry({', '.join(args)}):\n" + "".join(f"    {line}\n" for line in lines)
     head, rest = body.split("\n", 1)  # the guards first, inside the entry: one call per hit
-    body = head + "\n" + "".join(f"    {line}\n" for line in prelude) + rest
+    body = head + "\n" + "".join(f"    {line}\n" for line in [*prelude, *before]) + rest
     free = ", ".join([GLOBALS, *consts.values])
     return (f"# entry of {comment(name)}: its guards, then what it runs\n"
             f"def ___make_entry({free}):\n"
@@ -386,10 +443,11 @@ def _first_from_trace(cap: Capture | None, compiled, brk, backend_name) -> bool:
     the graph's torch calls as they are (another backend's code runs from the first call on,
     as under torch.compile: what it computes may differ), a whole-frame graph (at a
     break, ops traced past the checkpoint ran too and may have changed its values) that the
-    trace ran on the real inputs, drawing no random numbers and switching no modes (see
-    rerunnable), whose outputs the trace holds for real."""
+    trace ran on the real inputs, switching no modes (see rerunnable) and drawing no random
+    numbers (the trace draws from its own copy of each generator: the call must draw from the
+    real one), whose outputs the trace holds for real."""
     if cap is None or compiled is None or brk is not None or backend_name not in GRAD_MODE_AGNOSTIC or \
-            not rerunnable(cap.tracer.graph):
+            not rerunnable(cap.tracer.graph) or draws(cap.tracer.graph):
         return False
     for node, value in zip(cap.graph_outputs, cap.output_values):
         if isinstance(value, torch.Tensor) and value.device.type == "meta" and \
@@ -432,7 +490,7 @@ def compile_entry(dispatcher, args) -> Entry:
     name = f"{dispatcher.qualname.rpartition('.')[2]}_{dispatcher.compiles}"
     try:
         cap = capture(code, globals_, params, args, DynamicPolicy(dispatcher.options.dynamic, dispatcher.frame_state))
-        check_eager_parity(cap.tracer)
+        check_eager_parity(cap.tracer, dispatcher.options.fullgraph, dispatcher.backend_for(cap)[0])
         plan_outputs(cap)
     except Unsupported as e:
         if dispatcher.options.fullgraph:
@@ -471,8 +529,8 @@ def _break_entry(dispatcher, tracer, brk, name: str, start: float) -> Entry | No
     tracer.graph.rollback(brk.cp.graph_mark)
     brk.end_graph(tracer.graph)
     try:
-        check_eager_parity(tracer)
         cap = Capture(tracer, brk.values(tracer))
+        check_eager_parity(tracer, dispatcher.options.fullgraph, dispatcher.backend_for(cap)[0])
         plan_outputs(cap)
     except Unsupported:
         return None  # the frame's values cannot be rebuilt: run the whole call eagerly

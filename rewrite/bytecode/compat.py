@@ -158,12 +158,14 @@ ISSUBSET_INTERSECTS = not PY311
 NOT_TRY_HANDLERS = ("SWAP", "CALL_INTRINSIC_1")
 
 
-def handled_offsets(code, insts=None) -> tuple[frozenset, frozenset, frozenset]:
+def handled_offsets(code, insts=None) -> tuple[frozenset, frozenset, dict]:
     """(covered, in_try, caught): offsets of the instructions an exception handler covers
     (inside `try` or `with`); those of them inside a `try` -- a `with` block's own cleanup
     handler only exits the context and re-raises, so it does not count unless the `with`
     itself sits inside a `try`; and those of them whose exception a handler may end (an
-    `except` that does not re-raise: a `finally` only runs its block and lets it go on)."""
+    `except` that does not re-raise: a `finally` only runs its block and lets it go on), each
+    with those handlers, innermost first (whether one matches the exception is its clauses'
+    business: `except_clauses`)."""
     entries = list(dis._parse_exception_table(code))  # 3.11+: the zero-cost exception table
     handler_of = {}
     for entry in entries:
@@ -177,25 +179,52 @@ def handled_offsets(code, insts=None) -> tuple[frozenset, frozenset, frozenset]:
             body_start[entry.target] = min(entry.start, body_start.get(entry.target, entry.start))
     swallows = _handlers_that_swallow(insts, {e.target for e in entries})
 
-    def deciding(counts):
+    def deciding(counts) -> dict:
+        """offset -> the handlers that count for it, innermost first (an exception a counting
+        handler lets go on is raised in its own code, covered in turn)."""
         memo: dict = {}
 
-        def inside(offset) -> bool:
+        def chain(offset) -> tuple:
             if offset not in memo:
-                memo[offset] = False  # (while deciding: handlers nest, they never loop)
+                memo[offset] = ()  # (while deciding: handlers nest, they never loop)
                 target = handler_of.get(offset)
                 if target is None:
                     pass
                 elif target in body_start and ops.get(body_start[target] - 2) == "BEFORE_WITH":
-                    memo[offset] = inside(body_start[target] - 2)  # as inside as the `with` statement
+                    memo[offset] = chain(body_start[target] - 2)  # as inside as the `with` statement
                 elif not counts(target):
-                    memo[offset] = inside(target)  # as inside as the handler's own code
+                    memo[offset] = chain(target)  # as inside as the handler's own code
                 else:
-                    memo[offset] = True
+                    memo[offset] = (target, *chain(target))
             return memo[offset]
-        return frozenset(o for o in handler_of if inside(o))
-    return (frozenset(handler_of), deciding(lambda target: ops.get(target) not in NOT_TRY_HANDLERS),
+        return {o: chain(o) for o in handler_of if chain(o)}
+    return (frozenset(handler_of), frozenset(deciding(lambda target: ops.get(target) not in NOT_TRY_HANDLERS)),
             deciding(lambda target: target in swallows))
+
+
+# what loads an `except` clause's class (or tuple of classes), before its CHECK_EXC_MATCH
+CLAUSE_LOADS = {"LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR", "LOAD_FAST", "LOAD_DEREF", "BUILD_TUPLE", "PUSH_NULL"}
+
+
+def except_clauses(insts, index_of: dict, target: int) -> list | None:
+    """The `except` clauses of the handler at `target`, in order, each as the instructions that
+    load its class (or tuple of classes); None where a clause catches anything (a bare `except:`)
+    or the handler is not a chain of `except` clauses."""
+    i = index_of[target]
+    if insts[i].opname != "PUSH_EXC_INFO":
+        return None
+    i, clauses = i + 1, []
+    while True:
+        loads = []
+        while insts[i].opname in CLAUSE_LOADS:
+            loads.append(insts[i])
+            i += 1
+        if insts[i].opname == "RERAISE" and not loads:
+            return clauses  # (no clause matched: the exception goes on)
+        if insts[i].opname != "CHECK_EXC_MATCH" or not loads or not insts[i + 1].opname.startswith("POP_JUMP"):
+            return None
+        clauses.append(loads)
+        i = index_of[insts[i + 1].argval]
 
 
 _UNCONDITIONAL = {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP", "JUMP_NO_INTERRUPT"}

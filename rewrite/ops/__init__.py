@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import inspect
 import operator
+import os
+import sys
 import types
 import weakref
 
@@ -442,15 +444,24 @@ def _construct(frame, cls_var: ObjectVar, args, kwargs) -> Var:
         if missing or len(args) > len(fields):
             raise Unsupported(f"{cls.__name__}() arguments do not match its fields (the call raises eagerly)")
         return TupleVar([values[f] if f in values else const(defaults[f]) for f in fields], py_type=cls)
-    if issubclass(cls, torch.nn.Module) and f"{cls.__module__}.".startswith("torch.nn."):
+    if issubclass(cls, torch.nn.Module) and (f"{cls.__module__}.".startswith("torch.nn.") or _installed(cls)):
         return _made_module(cls, args, kwargs)
     return instances.construct(frame, cls_var, args, kwargs)
 
 
+def _installed(cls: type) -> bool:
+    """A class of an installed package (transformers' `GELUActivation`, which `ACT2FN["gelu"]`
+    makes inside a forward), not of the user's own code."""
+    path = getattr(sys.modules.get(cls.__module__), "__file__", None) or ""
+    return any(f"{os.sep}{where}{os.sep}" in path for where in ("site-packages", "dist-packages"))
+
+
 def _made_module(cls, args, kwargs) -> Var:
-    """`nn.Softmax(dim=-1)` in the call: made now, for real, from constants (torch's module
-    classes make nothing else); one without parameters or buffers is a constant of the trace,
-    as a new one per call is to eager. One with weights would draw them anew each call."""
+    """`nn.Softmax(dim=-1)`, `ACT2FN["gelu"]` in the call: a module of torch's or of an installed
+    package, made now, for real, from constants (such classes make nothing else); one without
+    parameters or buffers is a constant of the trace, as a new one per call is to eager. One with
+    weights would draw them anew each call: a graph break. (A module class of the user's own is
+    not made while tracing: its `__init__` may do anything.)"""
     what = f"{cls.__name__}()"
 
     def real(v):  # (modules made in the call too: `nn.Sequential(nn.ReLU(), nn.Dropout())`)

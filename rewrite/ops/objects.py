@@ -58,6 +58,12 @@ def trusted_globals(globals_: dict) -> bool:
     return str(globals_.get("__name__", "")).partition(".")[0] in TRUSTED_MODULES
 
 
+def _type_expression(value) -> bool:
+    """A type expression: `int | None`, `list[int]`, `typing.Optional[X]` -- immutable, its
+    attributes constants (what `typing.get_args` / `get_origin` read)."""
+    return isinstance(value, (types.UnionType, types.GenericAlias)) or type(value).__module__ == "typing"
+
+
 def getattr_object(frame, var: ObjectVar, name: str) -> Var:
     value = var.value
     if not isinstance(value, (type, types.ModuleType)):
@@ -122,8 +128,8 @@ def generic_getattr(frame, var: ObjectVar, name: str, fallback: bool = True) -> 
         deleted = stored is DELETED
         if stored is not None and not deleted:  # written earlier in this trace
             return stored
-    if isinstance(value, TYPE_INFO):  # torch.finfo(dtype).eps: constants of a constant
-        return const(fold(getattr, value, name))
+    if isinstance(value, TYPE_INFO) or _type_expression(value):  # torch.finfo(dtype).eps, (int | None).__args__:
+        return const(fold(getattr, value, name))  # constants of a constant
     if context_vars.is_context_var(value) and name in context_vars.METHODS:
         return MethodVar(var, name)
     if type(value) is types.SimpleNamespace and name in value.__dict__:

@@ -148,6 +148,18 @@ def flatten(env, args, kwargs):
     return [tuple(shape[:start]) + (_simple(sympy.Mul(*shape[start:end + 1])),) + tuple(shape[end + 1:])]
 
 
+def repeat_interleave(env, args, kwargs):
+    """`x.repeat_interleave(k, dim)` with `k` an int or a size (a tensor's repeats are data):
+    that dim `k` times as long; without a dim, the input flattened, `k` times as long."""
+    shape = args[0].shape()
+    k = size_of(_arg(args, kwargs, 1, "repeats"))
+    d = _const(_arg(args, kwargs, 2, "dim"))
+    if d is None:
+        return [(_simple(sympy.Mul(k, *shape)),)]
+    d = _dim(d, len(shape))
+    return [tuple(shape[:d]) + (_simple(sympy.Mul(k, shape[d])),) + tuple(shape[d + 1:])]
+
+
 def permute(env, args, kwargs):
     shape = args[0].shape()
     dims = _const(args[1]) if len(args) == 2 and isinstance(args[1], (TupleVar, ListVar)) else \
@@ -404,6 +416,7 @@ for _names, _rule in [
     (("max", "min", "median", "mode", "nanmedian"), reduction_pair),
     (("view", "reshape"), view),
     (("flatten",), flatten),
+    (("repeat_interleave",), repeat_interleave),
     (("permute",), permute),
     (("transpose", "swapaxes", "swapdims", "t", "transpose_", "swapaxes_", "swapdims_", "t_"), transpose),
     (("unsqueeze", "unsqueeze_"), unsqueeze),

@@ -54,6 +54,17 @@ FORBIDDEN_METHODS = {  # autograd and storage side effects
 DATA_DEPENDENT_SHAPE = {
     "nonzero", "masked_select", "unique", "unique_consecutive", "argwhere", "bincount", "repeat_interleave",
 }
+
+
+def _repeats_are_data(args, kwargs) -> bool:
+    """repeat_interleave's `repeats` (the one argument of `torch.repeat_interleave(repeats)`): a
+    tensor's values decide the size (and may be negative); an int or a size does not."""
+    repeats = kwargs.get("repeats", args[1] if len(args) > 1 else args[0] if args else None)
+    return isinstance(repeats, TensorVar)
+
+
+# of those, ops whose shape (and value errors) follow data only where an argument is a tensor
+DATA_ONLY_FROM_TENSORS = {"repeat_interleave": _repeats_are_data}
 # factory functions: every argument may be a size
 CREATION = {"arange", "range", "linspace", "logspace", "zeros", "ones", "full", "empty", "rand", "randn",
             "randint", "randperm", "eye", "tensor", "tril_indices", "triu_indices"}
@@ -337,7 +348,7 @@ VALUE_ERRORS = INTEGER_ONLY | INDEXING | {
 def _may_raise_on_values(node, target, name, args, kwargs) -> bool:
     """Whether the op could raise on other values of the same sizes and dtypes."""
     name = name if isinstance(name, str) else getattr(target, "__name__", "")
-    if name not in VALUE_ERRORS:
+    if name not in VALUE_ERRORS or name in DATA_ONLY_FROM_TENSORS and not DATA_ONLY_FROM_TENSORS[name](args, kwargs):
         return False
     if name in INTEGER_ONLY:
         return any(not t.value.dtype.is_floating_point and not t.value.dtype.is_complex
@@ -367,8 +378,7 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
     if in_try:
         # an op may fail on later data where eager's `except` would see it: the entry runs the
         # whole call eagerly if the graph raises -- so nothing before may have changed anything
-        if node.meta.get("seeded"):
-            raise Unsupported(f"random op {name} inside try/except (the call could not run again)")
+        # (random draws aside: the entry puts the generators back first, compile.RngState)
         frame.tracer.ops_in_try = True
     if name in CREATION or _float_meets_integer_tensor(args, kwargs):
         frame.tracer.read_default_dtype()
@@ -395,7 +405,8 @@ def _float_meets_integer_tensor(args, kwargs) -> bool:
 
 def _shape_from_data(kind, target, name, args, kwargs) -> str | None:
     """What makes this op's output shape depend on its inputs' values, if anything does."""
-    if name in DATA_DEPENDENT_SHAPE or _bool_mask_index(target, args):
+    if name in DATA_DEPENDENT_SHAPE and (name not in DATA_ONLY_FROM_TENSORS or DATA_ONLY_FROM_TENSORS[name](args, kwargs)) \
+            or _bool_mask_index(target, args):
         return name if isinstance(name, str) else "indexing"
     if target is torch.where and len(args) == 1 and not kwargs:
         return "where"

@@ -200,6 +200,11 @@ class GraphBuilder:
             return TupleVar(items, py_type=type(result))
         raise Unsupported(f"{_target_name(node.target)} returned {type(result).__name__}, which the graph cannot hold")
 
+    @property
+    def drawn(self) -> set:
+        """The devices whose default generator the traced ops drew from."""
+        return self._write_check.drawn
+
     def mark(self) -> tuple:
         return (len(self._created), self.op_count)
 
@@ -307,6 +312,7 @@ class _InputWriteCheck(TorchDispatchMode):
         self.seeded = False
         self.wrote = False
         self.generators: dict = {}  # device -> the trace's own copy of its default generator
+        self.drawn: set = set()  # the devices whose default generator the graph draws from
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -332,7 +338,8 @@ class _InputWriteCheck(TorchDispatchMode):
         what eager draws)."""
         device = next((a.device for a in _flat(args, kwargs) if isinstance(a, torch.Tensor)), None)
         device = torch.device(device or kwargs.get("device") or "cpu")
-        default = _default_generator(device)
+        self.drawn.add(device)
+        default = default_generator(device)
         if default is None:
             return func(*args, **kwargs)
         names = [a.name for a in func._schema.arguments]
@@ -361,7 +368,7 @@ class _InputWriteCheck(TorchDispatchMode):
         return g
 
 
-def _default_generator(device: torch.device):
+def default_generator(device: torch.device):
     if device.type == "cpu":
         return torch.default_generator
     if device.type == "cuda" and torch.cuda.is_initialized():

@@ -13,9 +13,9 @@ import types
 
 import torch
 
-from .. import config, logs
+from .. import config, logs, ops
 from ..bytecode import compat, original_code
-from ..bytecode.compat import NOT_TRY_HANDLERS, exception_handlers, handled_offsets
+from ..bytecode.compat import NOT_TRY_HANDLERS, except_clauses, exception_handlers, handled_offsets
 from ..bytecode.splice import binding_error
 from ..errors import PythonError, Raised, RaisesEagerly, Unsupported, UserError
 from ..guards.codegen import GuardSet
@@ -34,6 +34,10 @@ from .builder import DynamicPolicy, wrap
 from .generators import Generator, finalize
 from .graph import GraphBuilder
 from .opcodes import HANDLERS, Lazy, Return
+
+# what a graph op may raise on other values than the trace's (the sizes, dtypes and devices are guarded):
+# an `except` that matches none of these cannot see a graph op's error (an `except NotImplementedError:`)
+OP_ERRORS = (RuntimeError, IndexError, ValueError, TypeError, OverflowError, ZeroDivisionError, MemoryError)
 
 # instructions that let go of nothing (they push, or do nothing; the names of every Python traced):
 # after them, no generator can have lost its last reference (trace/generators.py)
@@ -104,6 +108,10 @@ class Tracer:
             raise Unsupported(compat.UNTRACED)
         if torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled():
             raise Unsupported("a TorchDispatchMode or TorchFunctionMode is active (it would see the trace's ops)")
+        # the root frame's own **kwargs: a dict CPython made for this call, which nobody else holds.
+        # Read through its source (its values are the call's inputs), changed in the trace's view
+        # only (no side effect to replay) and rebuilt from its items wherever it goes (DictVar)
+        self.own_kwargs = LocalSource(_varkw(code)) if code.co_flags & 0x08 else None
         nargs = len(names) - len(code.co_freevars)
         locals_ = {n: Lazy(v, LocalSource(n)) for n, v in zip(names[:nargs], args[:nargs])}
         cells = {n: CellVar(real=c, source=LocalSource(n)) for n, c in zip(names[nargs:], args[nargs:])}
@@ -144,6 +152,8 @@ class Tracer:
         var = self.wrapped.get(source)
         if var is None:
             var = self.wrapped[source] = wrap(self, value, source)
+            if source == self.own_kwargs and isinstance(var, DictVar):
+                var.mutable = True  # (the call's own: see own_kwargs)
         return var
 
     # -- calls into Python functions ---------------------------------------------------------
@@ -198,6 +208,11 @@ def _yields_in_handler(code: types.CodeType) -> bool:
         if entry is not None and insts[index_of[entry[0]]].opname not in NOT_TRY_HANDLERS:
             return True
     return False
+
+
+def _varkw(code: types.CodeType) -> str:
+    """The name of the `**kwargs` parameter of a function with one."""
+    return code.co_varnames[code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04)]
 
 
 def _global_source_for(globals_: dict, root_globals: dict, fn_source: Source | None):
@@ -283,20 +298,54 @@ class Frame:
         self.lineno = code.co_firstlineno
         self.kw_names: tuple[str, ...] = ()
         self.operands: list | None = None  # the stack before the instruction running now (what it took)
+        self._catches: dict = {}  # (handler, errors) -> whether its `except` clauses may match them
 
-    def in_try(self) -> bool:
-        """Whether an exception raised now could be caught by a handler of this frame or a
-        caller's: an `except` that may end it (a `finally` lets it go on), or a `with` over a
-        context manager the trace did not enter itself (its `__exit__` may swallow the
-        exception). Traced grad-mode `with`s only re-raise."""
+    def in_try(self, errors: tuple = OP_ERRORS) -> bool:
+        """Whether an exception of a class in `errors` (by default, what a graph op may raise on
+        other values) raised now could be caught by a handler of this frame or a caller's: an
+        `except` that may end it and whose clauses may match it (StaticCache's `except
+        NotImplementedError:` around `index_copy_` does not: a `finally` lets it go on), or a
+        `with` over a context manager the trace did not enter itself (its `__exit__` may swallow
+        the exception). Traced grad-mode `with`s only re-raise."""
         frame = self
         while frame is not None:
-            if frame.ip and frame.instructions[frame.ip - 1].offset in frame.caught:
+            if frame.ip and any(frame._may_catch(target, errors)
+                                for target in frame.caught.get(frame.instructions[frame.ip - 1].offset, ())):
                 return True
             if untraced_with_open(frame.stack):
                 return True
             frame = frame.parent
         return False
+
+    def _may_catch(self, target: int, errors: tuple) -> bool:
+        """Whether the handler at `target` has an `except` clause that may match `errors`."""
+        key = (target, errors)
+        if key not in self._catches:
+            clauses = except_clauses(self.instructions, self.index_of, target)
+            self._catches[key] = clauses is None or any(self._matches(loads, errors) for loads in clauses)
+        return self._catches[key]
+
+    def _matches(self, loads: list, errors: tuple) -> bool:
+        """Whether an `except` clause (the instructions that load its classes) may match: its
+        classes as the trace reads them (guarded as any read); one it cannot read may."""
+        stack: list[Var] = []
+        try:
+            for inst in loads:
+                if inst.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                    stack.append(self.load_global(inst.argval))
+                elif inst.opname == "LOAD_ATTR":
+                    stack.append(ops.getattr_(self, stack.pop(), inst.argval))
+                elif inst.opname == "LOAD_FAST":
+                    stack.append(self.load_local(inst.argval))
+                elif inst.opname == "LOAD_DEREF":
+                    stack.append(self.load_cell(inst.argval))
+                elif inst.opname == "BUILD_TUPLE":
+                    stack[-inst.arg:] = [TupleVar(stack[-inst.arg:])] if inst.arg else [TupleVar([])]
+            classes = ops.python_value(stack[-1], "an except clause")
+        except (Unsupported, UserError, Raised, IndexError):
+            return True
+        classes = classes if isinstance(classes, tuple) else (classes,)
+        return any(not isinstance(c, type) or any(issubclass(e, c) for e in errors) for c in classes)
 
     # -- stack helpers used by handlers -------------------------------------------------------
     def push(self, v: Var) -> None:
@@ -422,7 +471,7 @@ class Frame:
                 raise self._locate(Unsupported("recursion too deep while tracing"))
             except UserError as e:  # a torch op raised: the call runs eagerly, where an `except` may catch it
                 if e.covered is None:
-                    e.covered = self.in_try()
+                    e.covered = self.in_try((type(e.error),))
                 raise
             self.operands = None
 

@@ -400,7 +400,8 @@ class Entries(dict):
 class DictVar(Var):
     """Keys are real hashable Python values or IdentityKeys; values are Vars (`items`, an
     Entries). `py_type` is dict, collections.OrderedDict or collections.defaultdict (`factory`:
-    its default_factory, a Var)."""
+    its default_factory, a Var). `mutable`: made in the call, changed in the trace's view --
+    with a `source` too, the root frame's own `**kwargs` (see `call_owned`)."""
     __slots__ = ("items", "mutable", "py_type", "factory")
 
     def __init__(self, items: dict, source=None, mutable=True, py_type=dict, factory=None):
@@ -425,6 +426,13 @@ class DictVar(Var):
 
     def __repr__(self):
         return f"DictVar({dict(self.items)!r})"
+
+
+def call_owned(v: Var) -> bool:
+    """A dict that came in, but that the call owns: the root frame's own `**kwargs` (CPython
+    makes it for the call; nobody else holds it). Its values are read through its source; its
+    changes are the trace's alone, and wherever it goes it is rebuilt from its items."""
+    return isinstance(v, DictVar) and v.mutable and v.source is not None
 
 
 class SetVar(Var):
