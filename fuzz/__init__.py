@@ -35,8 +35,8 @@ def check(fn, example_args, *, examples: int = 50, backend=None, seed: int = 0, 
 
     Each tensor keeps its rank; sizes are redrawn per *distinct* size of the examples (so
     two dims that were equal stay equal and broadcasting keeps working), floating dtypes
-    are redrawn among float32/float64 and layouts among contiguous, transposed, sliced and
-    expanded. Other arguments are passed as they are (a deep copy per call). Every variant
+    are redrawn among float32/float64 and layouts among contiguous, transposed, sliced,
+    expanded, requiring grad and a view of one that requires grad. Other arguments are passed as they are (a deep copy per call). Every variant
     is called twice (compile, then cached) on fresh values. Raises `Divergence` with a
     reproducer on the first difference; returns the number of variants run.
     """

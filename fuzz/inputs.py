@@ -19,7 +19,8 @@ import torch
 import torch.nn.functional as F
 
 DTYPES = ("float32", "float64", "int64", "bool")
-LAYOUTS = ("contiguous", "transposed", "sliced", "expanded", "grad")  # grad: a float leaf that requires grad
+# grad: a float leaf that requires grad; grad view: a view of one (no leaf: autograd refuses writes into it)
+LAYOUTS = ("contiguous", "transposed", "sliced", "expanded", "grad", "grad view")
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class TensorSpec:
         if layout == "grad":
             make = _maker(self.dtype, shape, seed)
             return f"{make}.requires_grad_()" if self.dtype.startswith("float") else make
+        if layout == "grad view" and self.dtype.startswith("float"):
+            return f"{_maker(self.dtype, [*shape[:-1], 2 * shape[-1]], seed)}.requires_grad_()[..., ::2]"
         base = list(shape)
         if layout == "transposed":
             base[-1], base[-2] = base[-2], base[-1]

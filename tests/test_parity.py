@@ -466,3 +466,52 @@ def test_an_input_first_read_in_inference_mode_and_written_after_it():
         return t, x * 2
     g = same_calls(f, lambda i: (torch.arange(3.0) - i, torch.ones(3) * i))
     assert rewrite.dispatcher_of(g).entries[0].ops > 0
+
+
+def _view_input(kind: str, i: int) -> torch.Tensor:
+    base = torch.arange(4.0) + i
+    if kind == "strided view":
+        return base[::2]
+    if kind == "leaf view that requires grad":
+        return base[::2].requires_grad_()
+    grad_base = base.requires_grad_()
+    if kind == "view of a leaf that requires grad":
+        return grad_base[::2]
+    if kind == "view made under no_grad":
+        with torch.no_grad():
+            return grad_base[::2]
+    return (grad_base * 1)[::2]  # a view of a non-leaf
+
+
+@pytest.mark.parametrize("kind", ["strided view", "leaf view that requires grad", "view of a leaf that requires grad",
+                                  "view made under no_grad", "view of a non-leaf"])
+def test_a_written_view_input_is_a_view_in_the_trace_too(kind):
+    """(Strict mode found it, fuzzing: the trace's copy of an input that is a view was no view,
+    so `x1[0]` was a view of it -- and after `x1.requires_grad_()`, writing into that view raised
+    "a view of a leaf Variable that requires grad ..." in the trace where eager, whose `x1[0]`
+    views x1's base, returns. Autograd's checks on in-place writes see whether a tensor is a view,
+    of what, and made in which mode; the copies keep all of it.)"""
+    def f(x0, x1):
+        x0.add_(1)  # (a write into an input: the trace runs on copies)
+        v = x1[0]
+        if not x1.requires_grad:
+            x1.requires_grad_()
+        v.add_(1)
+        return x0 * 2, v * 3
+    same_calls(f, lambda i: (torch.ones(2) * i, _view_input(kind, i)))
+
+
+def test_inputs_sharing_memory_with_a_non_leaf_share_it_in_the_trace():
+    """A non-leaf input's copy shares the copied memory with the other inputs' copies (it was a
+    product of the copy, memory of its own): the trace sees the overlap eager's op refuses, and
+    raises it itself (no graph that raises it every time it runs)."""
+    def f(a, b, c):
+        c.add_(1)  # (a write into an input: the trace runs on copies)
+        with torch.no_grad():
+            a[:2].copy_(b)
+        return a * 2
+    def inputs(i):
+        a = torch.arange(3.0, requires_grad=True) * (i + 1)
+        return a, a.detach()[1:], torch.ones(2)
+    g = same_calls(f, inputs)
+    assert not rewrite.dispatcher_of(g).entries

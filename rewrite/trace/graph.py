@@ -250,27 +250,71 @@ def _storage(t: torch.Tensor):
 def input_copy(value: torch.Tensor, copies: dict) -> torch.Tensor:
     """A copy of an input for the trace to write into, alike in every way the trace can see:
     dtype, shape, strides, storage offset, memory shared with the other inputs' copies,
-    requires_grad and leafness, Parameter-ness, being an inference tensor or not (whatever mode
-    the trace is in when it first reads the input: a traced `inference_mode` block made its
-    copies inference tensors, which the writes after the block could not write into); only the
-    tensor's autograd history is not copied."""
+    requires_grad and leafness, being a view (of a base alike in the same ways, with the same
+    creation mode: autograd's checks on in-place writes look at all of them), Parameter-ness,
+    being an inference tensor or not (whatever mode the trace is in when it first reads the
+    input: a traced `inference_mode` block made its copies inference tensors, which the writes
+    after the block could not write into); only the tensor's autograd history is not copied."""
     if type(value) not in (torch.Tensor, torch.nn.Parameter):
         raise Unsupported(f"in-place writes into a {type(value).__qualname__} input")
     key = _storage(value)
-    with torch.no_grad(), torch.inference_mode(value.is_inference()):
-        storage = copies.get(key)
-        if storage is None:
+    storage = copies.get(key)
+    if storage is None:
+        with torch.inference_mode(value.is_inference()), torch.no_grad():  # (in this order: off, it turns grad on)
             storage = value.untyped_storage().clone()
-            if key is not None:
-                copies[key] = storage
-        copy = torch.empty((), dtype=value.dtype, device=value.device)
-        copy.set_(storage, value.storage_offset(), value.shape, value.stride())
-    if value.requires_grad:
-        copy.requires_grad_()
-        if not value.is_leaf:  # writes into a non-leaf are allowed where a leaf's are not
-            copy = copy * 1
+        if key is not None:
+            copies[key] = storage
+    base = value._base if value._is_view() and not value.is_inference() else None
+    copy = None if base is None else _view_copy(value, _alike(base, storage))
+    if copy is None:
+        copy = _alike(value, storage)
     if type(value) is torch.nn.Parameter:
         copy = torch.nn.Parameter(copy, requires_grad=value.requires_grad)
+    return copy
+
+
+def _alike(value: torch.Tensor, storage) -> torch.Tensor:
+    """A tensor over `storage` where `value` lies in its own, with its requires_grad and leafness
+    (a non-leaf's writes are allowed where a leaf's are not); not a view."""
+    with torch.inference_mode(value.is_inference()), torch.no_grad():
+        copy = torch.empty((), dtype=value.dtype, device=value.device)
+    if value.requires_grad:
+        copy.requires_grad_()
+        if not value.is_leaf:
+            with torch.enable_grad():
+                copy = copy * 1
+    with torch.inference_mode(value.is_inference()), torch.no_grad():
+        copy.set_(storage, value.storage_offset(), value.shape, value.stride())
+    return copy
+
+
+def _view_copy(value: torch.Tensor, base: torch.Tensor):
+    """`value`, a view, made again as a view of `base` (the copy of its base), as autograd
+    sees it: a leaf view is made without grad, a non-leaf one with (through a leaf view that
+    requires grad where the base does not), and the view keeps the mode it was made in (an
+    in-place write into a view made under no_grad is an error with grad on). None where it
+    cannot be made (a view that changed the dtype to one of another size)."""
+    def view(of):
+        if of.dtype != value.dtype:
+            of = of.view(value.dtype)
+        return of.as_strided(value.shape, value.stride(), value.storage_offset())
+    try:
+        if value.is_leaf:
+            with torch.no_grad():
+                copy = view(base)
+            copy.requires_grad_(value.requires_grad)
+        elif base.requires_grad:
+            with torch.enable_grad():
+                copy = view(base)
+        else:
+            with torch.no_grad():
+                mid = base.view(base.shape)
+            mid.requires_grad_()
+            with torch.enable_grad():
+                copy = view(mid)
+        torch._C._autograd._set_creation_meta(copy, torch._C._autograd._get_creation_meta(value))
+    except RuntimeError:
+        return None
     return copy
 
 
