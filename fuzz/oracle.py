@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import io
+import logging
 import math
 import types
 from dataclasses import dataclass, field
@@ -34,6 +35,20 @@ from .inputs import (AliasSpec, Box, BoxSpec, ListSpec, ObjSpec, TensorSpec, ali
 
 PROGRAM_MODULE = "fuzz_program"  # the `__name__` of a generated program's module
 SEED = 1234  # the generator's state at the start of each run
+
+
+class _PrintRecords(logging.Handler):
+    """The programs' log records, printed (with the line that made them) where they are made:
+    compared with eager's as what was printed."""
+
+    def emit(self, record):
+        print(f"[log] {record.getMessage()} (line {record.lineno} of {record.funcName})")
+
+
+_PROGRAM_LOGGER = logging.getLogger("rewrite.fuzz.program")
+if not any(isinstance(h, _PrintRecords) for h in _PROGRAM_LOGGER.handlers):
+    _PROGRAM_LOGGER.addHandler(_PrintRecords())
+_PROGRAM_LOGGER.propagate = False
 
 
 class Divergence(AssertionError):
@@ -263,7 +278,9 @@ def compare_call(compiled, eager, make_inputs, label: str = "call", mutable=None
                                  f"{e.stride()} offset {e.storage_offset()}")
             if (a.grad_fn is None) != (e.grad_fn is None):
                 raise Divergence(f"{where}: grad_fn {a.grad_fn} != eager's {e.grad_fn}")
-            if a.grad is not None or e.grad is not None:
+            if a.is_leaf != e.is_leaf:
+                raise Divergence(f"{where}: is_leaf {a.is_leaf} != eager's {e.is_leaf}")
+            if a.is_leaf and (a.grad is not None or e.grad is not None):  # (a non-leaf's .grad warns)
                 compare(a.grad, e.grad, f"{where} .grad")
     e_share, j_share = input_sharing(eager_args), input_sharing(jit_args)
     if e_share != j_share:

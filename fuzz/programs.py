@@ -52,7 +52,9 @@ constructs (say, nothing but writes into aliased inputs) are common.
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
+import io
 import re
 import string
 from dataclasses import dataclass, field
@@ -199,10 +201,13 @@ import contextlib
 import dataclasses
 import functools
 import itertools
+import logging
 import operator
 
 import torch
 import torch.nn.functional as F
+
+LOGGER = logging.getLogger("rewrite.fuzz.program")  # (the oracle prints its records: compared as printed)
 """
 
 
@@ -263,7 +268,8 @@ class Gen:
         ns = self.ns()
         env = {**ns, **self.meta}
         try:
-            exec(_compile("\n".join(meta_lines if meta_lines is not None else lines)), env)
+            with contextlib.redirect_stdout(io.StringIO()):  # (what it prints or logs: not the fuzzer's output)
+                exec(_compile("\n".join(meta_lines if meta_lines is not None else lines)), env)
         except Exception:
             return False
         self.meta = {k: v for k, v in env.items() if k not in ns or k in self.meta}
@@ -650,6 +656,9 @@ EXCEPTIONS = [  # blocks: try/except/else/finally, raise, `except E as e`, re-ra
     # random draws before an op that raises on some inputs: the call runs again from the generator's state
     ("try:\n    {new} = F.dropout({a}.float(), 0.5) + {a}.float()[{b}.long().abs() % ({a}.shape[0] + 1)]\n"
      "except IndexError:\n    {new} = torch.rand_like({a}.float())"),
+    # a log record before ops that may raise under a try: it waits for the graph's end, or the eager run makes it
+    ("LOGGER.warning('%s of %d', 'shape', {a}.shape[0])\ntry:\n"
+     "    {new} = {a}[{b}.long().abs() % ({a}.shape[0] + 1)] * 2\nexcept IndexError:\n    {new} = {a} + 1"),
     # graph ops that raise on some inputs: an integer division by zero, an index out of range
     "try:\n    {new} = {a} // {b}\nexcept RuntimeError:\n    {new} = torch.zeros_like({a} + {b})",
     ("try:\n    {new} = {a}[{b}.long().abs() % ({a}.shape[0] + 1)]\nexcept IndexError:\n"

@@ -33,6 +33,7 @@ from .guards.source import GLOBALS, attr_expr, comment, param_name
 from .ops.builtins import TracedId
 from .ops.contexts import Enter, unwind
 from .ops.instances import made_as_called, new_instance
+from .ops.log_calls import DEFERRED, defer
 from .ops.sets import members
 from .trace.builder import DynamicPolicy
 from .trace.graph import default_generator
@@ -228,15 +229,27 @@ def call_backend(cap: Capture, backend_name: str, backend, name: str):
     return gm, compiled
 
 
-def rerunnable(graph, redraws: bool = True) -> bool:
+def rerunnable(graph, redraws: bool = True, if_logs_wait: bool = False) -> bool:
     """Whether the call can run again eagerly after the graph raised part-way: the graph
-    changed nothing before (no writes into inputs, no log records, no mode switches other than
-    grad mode, which the entry puts back). Random draws do not stop it where the backend
+    changed nothing before (no writes into inputs, no log records made, no mode switches other
+    than grad mode, which the entry puts back). Random draws do not stop it where the backend
     `redraws` (an entry that may run its call again puts the generators back first: `RngState`;
-    a CUDA-graph backend keeps its own generator state, which that would not rewind)."""
-    return not graph.clone_inputs and not any(n.meta.get("outward") or n.meta.get("mode_switch") or
-                                              not redraws and n.meta.get("seeded")
-                                              for n in graph.graph.nodes)  # (mode_switch: entering autocast, ...)
+    a CUDA-graph backend keeps its own generator state, which that would not rewind); log
+    records do not where they wait for the graph's end (`_defer_logs`; `if_logs_wait`: were
+    they made to)."""
+    return not graph.clone_inputs and not any(
+        n.meta.get("outward") and not (if_logs_wait or n.meta.get("deferred")) or n.meta.get("mode_switch") or
+        not redraws and n.meta.get("seeded") for n in graph.graph.nodes)  # (mode_switch: entering autocast, ...)
+
+
+def makes_logs(graph) -> bool:
+    """Whether the graph makes log records."""
+    return any(n.meta.get("outward") for n in graph.graph.nodes)
+
+
+def logs_wait(graph) -> bool:
+    """Whether the graph's log records wait for its end."""
+    return any(n.meta.get("deferred") for n in graph.graph.nodes)
 
 
 def redraws(backend_name: str) -> bool:
@@ -278,8 +291,19 @@ class RngState:
 def check_eager_parity(tracer, fullgraph: bool = False, backend_name: str = "python") -> None:
     """Raise WholeCallEager when an error the graph may raise at run time could not be given
     as eager gives it (see the two checks)."""
+    _defer_logs(tracer, redraws(backend_name))
     _check_rerunnable(tracer, redraws(backend_name))
     _check_effects_survive(tracer, fullgraph, redraws(backend_name))
+
+
+def _defer_logs(tracer, redraw: bool) -> None:
+    """A graph whose call may have to run again, and that only its log records would keep from
+    it, makes them at its end (ops/log_calls.Deferred): where it raises, the eager run makes
+    eager's records, once. Elsewhere they are made where eager makes them."""
+    graph = tracer.graph
+    if makes_logs(graph) and not logs_wait(graph) and may_run_again(tracer) and \
+            rerunnable(graph, redraw, if_logs_wait=True):
+        defer(graph.graph)
 
 
 def _check_rerunnable(tracer, redraw: bool) -> None:
@@ -319,12 +343,14 @@ class GraphFailure:
         if self.gm is None or self.entry is None or self.backend_name == "eager":
             return miss
         grad = torch.is_grad_enabled()
+        records = DEFERRED.begin()  # (its log records, if they wait: none made)
         try:
             getattr(self.gm, "real_recompile", lambda: None)()  # a lazy GraphModule's code, made now
             self.gm.forward(*inputs)  # (not gm(...): fx prints the traceback of an error to stderr)
         except Exception:
             return miss  # the graph raises too: a data-dependent error eager raises as well
         finally:
+            DEFERRED.end(records, False)
             torch._C._set_grad_enabled(grad)
             if rng is not None:
                 self.rng.restore(rng)
@@ -386,13 +412,19 @@ def entry_source(cap: Capture | None, compiled, params, name: str, consts: Const
     checks = guard.lines("return ___NEXT")
     prelude = ["try:", *(f"    {line}" for line in checks), "except Exception:", "    return ___NEXT"] if checks else []
     on_error, before = _on_graph_error(cap, consts, failure, args) if compiled is not None else (None, [])
+    done = []  # what runs once the graph ran to its end
+    if compiled is not None and logs_wait(cap.tracer.graph):  # its records: made at its end, or by the eager run
+        consts.values["___records"] = DEFERRED
+        before = [*before, "___r = ___records.begin()"]
+        on_error = ["___records.end(___r, False)", *on_error] if on_error else ["___records.end(___r, True)", "raise"]
+        done = ["___records.end(___r, True)"]
     fused = getattr(compiled, "fused_entry_source", None) if brk is None else None  # (the python backend's)
     if cap is None:  # a fallback entry: the original bytecode runs
         consts.values["___MISS"] = miss
         body = f"def entry({', '.join(args)}):\n    return ___MISS\n"
     elif fused is not None:  # the python backend's statements, inlined into the entry
         inputs = {node: src.expr() for src, _, node in cap.tracer.graph.inputs}
-        body, extra = fused(args, inputs, lambda outs: cap.render(outs.__getitem__),
+        body, extra = fused(args, inputs, lambda outs: [*done, *cap.render(outs.__getitem__)],
                             taken=[GLOBALS, *consts.values], on_error=on_error)
         consts.values.update(extra)
     else:
@@ -405,6 +437,7 @@ def entry_source(cap: Capture | None, compiled, params, name: str, consts: Const
                 lines += [f"    {line}" for line in on_error]
             else:
                 lines.append(f"___o = ___graph({inputs})")
+            lines += done
         if brk is None:
             lines += cap.render(lambda i: f"___o[{i}]")
         else:
@@ -443,11 +476,12 @@ def _first_from_trace(cap: Capture | None, compiled, brk, backend_name) -> bool:
     the graph's torch calls as they are (another backend's code runs from the first call on,
     as under torch.compile: what it computes may differ), a whole-frame graph (at a
     break, ops traced past the checkpoint ran too and may have changed its values) that the
-    trace ran on the real inputs, switching no modes (see rerunnable) and drawing no random
+    trace ran on the real inputs, switching no modes (see rerunnable), drawing no random
     numbers (the trace draws from its own copy of each generator: the call must draw from the
-    real one), whose outputs the trace holds for real."""
+    real one) and making no log records (the trace makes none), whose outputs the trace holds
+    for real."""
     if cap is None or compiled is None or brk is not None or backend_name not in GRAD_MODE_AGNOSTIC or \
-            not rerunnable(cap.tracer.graph) or draws(cap.tracer.graph):
+            not rerunnable(cap.tracer.graph) or draws(cap.tracer.graph) or makes_logs(cap.tracer.graph):
         return False
     for node, value in zip(cap.graph_outputs, cap.output_values):
         if isinstance(value, torch.Tensor) and value.device.type == "meta" and \

@@ -3,6 +3,7 @@ train and eval, gradient checkpointing, library code -- one graph under `fullgra
 step compared with an eager copy of the same model under the same seed (the dropout masks, the
 losses and the parameters after the optimizer: bit for bit)."""
 import copy
+import logging
 import os
 import warnings
 
@@ -242,6 +243,87 @@ def test_a_random_graph_saves_the_generators_only_where_its_call_may_run_again()
     a(torch.ones(4)), b(torch.ones(4), torch.tensor([1]))
     assert "___rng" not in rewrite.dispatcher_of(a).entries[0].source  # (no cost on its cache hits)
     assert "___rng.save()" in rewrite.dispatcher_of(b).entries[0].source
+
+
+# --- log records do not keep a graph from running again: they wait for its end ---------------------------
+_log = logging.getLogger("rewrite.tests.training_as_run")
+
+
+class _Records(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.made = []
+
+    def emit(self, record):
+        self.made.append((record.getMessage(), record.lineno, record.funcName, record.pathname))
+
+
+class _State:
+    pass
+
+
+def _logs_then_writes(state, table, ids):
+    _log.warning("step %d of %s", 3, "train")  # (gradient checkpointing's warning_once, in transformers)
+    state.calls = 1  # a side effect, replayed after the graph
+    h = torch.nn.functional.embedding(ids, table)  # (raises on an index out of range)
+    return torch.nn.functional.dropout(h, 0.5).sum(-1)
+
+
+def _logs_then_tries(state, table, ids):
+    _log.warning("looking up %d ids", ids.shape[0])
+    try:
+        h = torch.nn.functional.embedding(ids, table)
+    except IndexError:
+        h = table[:1] * 0
+    state.kind = "lookup"
+    return torch.nn.functional.dropout(h, 0.5), h.sum()
+
+
+@pytest.mark.parametrize("fn", [_logs_then_writes, _logs_then_tries])
+def test_log_records_wait_for_the_graphs_end_where_its_call_may_run_again(fn):
+    """A graph that logs, draws, replays side effects after ops that may raise (or runs them under
+    a `try`) compiles -- no EagerWarning -- with its records made once it ran to its end; where it
+    raises part-way, the eager run makes eager's records, once: records, results, masks and
+    side effects as eager's."""
+    handler = _Records()
+    _log.addHandler(handler)
+    _log.propagate = False
+    eager, compiled = eager_copy(fn), rewrite.jit(fn)
+    table = torch.randn(10, 4)
+    try:
+        for ids in (torch.tensor([1, 2]), torch.tensor([3, 4]), torch.tensor([3, 40]), torch.tensor([5, 6])):
+            outcomes = []
+            for f in (eager, compiled):
+                handler.made.clear()
+                state = _State()
+                torch.manual_seed(0)
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    try:
+                        out = ("value", f(state, table, ids))
+                    except IndexError as e:
+                        out = ("raise", str(e))
+                outcomes.append((out, list(handler.made), vars(state), torch.rand(2)))
+                assert not [w for w in caught if issubclass(w.category, rewrite.EagerWarning)]
+            (got, got_logs, got_state, got_next), (want, want_logs, want_state, want_next) = outcomes[1], outcomes[0]
+            assert got[0] == want[0] and got_logs == want_logs and torch.equal(got_next, want_next)
+            assert_same(got[1], want[1])
+            assert_same(got_state, want_state)
+    finally:
+        _log.removeHandler(handler)
+        _log.propagate = True
+    entries = rewrite.dispatcher_of(compiled).entries
+    assert entries and all(e.ops > 0 for e in entries) and "___records.begin()" in entries[0].source
+
+
+def test_log_records_are_made_where_eager_makes_them_where_the_call_never_runs_again():
+    def f(x):
+        _log.warning("before")
+        return torch.nn.functional.dropout(x, 0.5)
+
+    g = rewrite.jit(f)
+    g(torch.ones(3))
+    assert "___records" not in rewrite.dispatcher_of(g).entries[0].source
 
 
 # --- a static cache: writes into buffers under `try: ... except NotImplementedError` ------------------------

@@ -3,11 +3,18 @@ functions) become nodes of the graph that make the call where eager makes it, wi
 arguments, at the user's line (`at_user_line`: the record's file, line and function are
 eager's); they are not run while tracing. Other logging, `print` and `warnings.warn` break
 the graph.
+
+A graph whose call may have to run again eagerly (it raised part-way where an `except` may
+catch it, or where side effects replayed after it would be lost) makes its records once it has
+run to its end: where it raises, the eager run makes eager's records, once (`Deferred`).
 """
 from __future__ import annotations
 
 import logging
+import threading
 import types
+
+import torch
 
 from ..bytecode.resume import at_user_line
 from ..guards.guard import IdMatch
@@ -54,3 +61,57 @@ def logger_method(frame, logger: ObjectVar, name: str, args, kwargs) -> Var:
     if logger.source is not None:  # (the bound method is a constant of the graph: that very logger)
         frame.tracer.guards.add(IdMatch(logger.source, logger.value))
     return log_call(frame, getattr(logger.value, name), args, kwargs)
+
+
+class Deferred:
+    """Log records of graphs that may have to run their call again: kept while the graph runs
+    (`begin` before it), made in order once it has run to its end (`end(pending, True)`),
+    dropped where it raised (`end(pending, False)`: the eager run makes them). A stack per
+    thread; a record made with no graph begun (the blame re-run of a failing backend's graph
+    begins its own) is dropped."""
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def _stack(self) -> list:
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
+    def begin(self) -> list:
+        pending: list = []
+        self._stack().append(pending)
+        return pending
+
+    def add(self, thunk, fn, args, kwargs) -> None:
+        stack = self._stack()
+        if stack:
+            stack[-1].append((thunk, fn, args, kwargs))
+
+    def end(self, pending: list, make: bool) -> None:
+        stack = self._stack()
+        if pending in stack:
+            del stack[len(stack) - 1 - stack[::-1].index(pending):]
+        if make:
+            for thunk, fn, args, kwargs in pending:
+                thunk(fn, args, kwargs)
+
+
+DEFERRED = Deferred()
+
+
+def deferred_log(thunk, fn, args, kwargs) -> None:
+    """A log node of a graph whose records wait for its end (see `Deferred`)."""
+    DEFERRED.add(thunk, fn, args, kwargs)
+
+
+def defer(graph) -> bool:
+    """Make the log nodes of `graph` (a torch.fx.Graph) wait for its end, where none logs a
+    tensor (its values may change before the end); whether they do."""
+    nodes = [n for n in graph.nodes if n.meta.get("outward")]
+    if any(isinstance(i.meta.get("example_value"), torch.Tensor) for n in nodes for i in n.all_input_nodes):
+        return False
+    for n in nodes:
+        n.args, n.target, n.meta["deferred"] = (n.target, *n.args), deferred_log, True
+    return True
