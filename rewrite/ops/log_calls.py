@@ -91,8 +91,10 @@ class Deferred:
 
     def end(self, pending: list, make: bool) -> None:
         stack = self._stack()
-        if pending in stack:
-            del stack[len(stack) - 1 - stack[::-1].index(pending):]
+        for i in range(len(stack) - 1, -1, -1):  # (by identity: lists of no records are equal)
+            if stack[i] is pending:
+                del stack[i:]  # (and any a graph inside it began and did not end)
+                break
         if make:
             for thunk, fn, args, kwargs in pending:
                 thunk(fn, args, kwargs)
