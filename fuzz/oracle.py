@@ -70,13 +70,15 @@ class Stats:
     broke: int = 0
     eager: int = 0
     uncached: int = 0  # no entry: every call's trace raised (a graph op raising under `try`), ran eagerly
+    refused: int = 0  # under --fullgraph: programs the compiler refused (Unsupported)
     reasons: collections.Counter = field(default_factory=collections.Counter)  # breaks and fallbacks
 
     def line(self) -> str:
         return (f"programs run: {self.programs}, divergences: {self.divergences}, graphs compiled: "
                 f"{self.graphs}, fallbacks: {self.fallbacks}, calls: {self.calls} "
                 f"({self.eager_errors} raising eagerly); programs: {self.one_graph} one graph, "
-                f"{self.broke} with a graph break, {self.eager} run eagerly, {self.uncached} never cached")
+                f"{self.broke} with a graph break, {self.eager} run eagerly, {self.uncached} never cached"
+                + (f", {self.refused} refused under fullgraph" if self.refused else ""))
 
 
 STATS = Stats()
@@ -139,6 +141,8 @@ def compare(actual, expected, where: str = "result", depth: int = 0) -> None:
                                        **_tolerance(expected.dtype))
         except AssertionError as e:
             raise Divergence(f"{where}: values differ\n{e}") from None
+    elif isinstance(expected, types.GeneratorType):  # a generator returned: what it yields from now on
+        compare(list(actual), list(expected), f"{where} (what it yields)", depth + 1)
     elif isinstance(expected, collections.deque):
         if actual.maxlen != expected.maxlen:
             raise Divergence(f"{where}: maxlen {actual.maxlen} != eager's {expected.maxlen}")
@@ -242,6 +246,11 @@ def input_sharing(args) -> set[str]:
             if _shares(a, b)}
 
 
+class Refused(Exception):
+    """Under `--fullgraph`, the compiler said it cannot compile the program (Unsupported): no
+    divergence, a reason (`--reasons` counts them)."""
+
+
 def compare_call(compiled, eager, make_inputs, label: str = "call", mutable=None, make_jit_inputs=None) -> None:
     """Call eager and @jit, each on fresh inputs from `make_inputs()` (@jit's from
     `make_jit_inputs()` if given), and compare: the result (or the exception's type and args),
@@ -251,6 +260,9 @@ def compare_call(compiled, eager, make_inputs, label: str = "call", mutable=None
     eager_args, jit_args = make_inputs(), (make_jit_inputs or make_inputs)()
     (e_kind, e_val), e_out = _run(eager, eager_args)
     (j_kind, j_val), j_out = _run(compiled, jit_args)
+    if j_kind == "raised" and isinstance(j_val, rewrite.Unsupported) and \
+            rewrite.dispatcher_of(compiled).options.fullgraph:
+        raise Refused(str(j_val).splitlines()[0])
     STATS.calls += 1
     if e_kind == "raised":
         STATS.eager_errors += 1
@@ -302,11 +314,12 @@ def check_call(compiled, eager, specs, dims, seed, label, namespaces=(None, None
                  lambda: make_args(specs, dims, seed, j_ns))
 
 
-def run_program(program, dims1: dict, dims2: dict, backend="python", seed: int = 0) -> None:
+def run_program(program, dims1: dict, dims2: dict, backend="python", seed: int = 0, fullgraph: bool = False) -> None:
     """Compare eager and @jit on three calls of one program -- four where the inputs' aliasing
-    can be changed (`alias_variant`) -- and raise Divergence on a difference."""
+    can be changed (`alias_variant`) -- and raise Divergence on a difference. `fullgraph`: the
+    program is compiled with fullgraph=True; where it is refused, the reason is counted."""
     eager_ns, jit_ns = program.load(), program.load()  # two modules: jit rewrites the function it gets
-    compiled = rewrite.jit(jit_ns["f"], backend=backend)
+    compiled = rewrite.jit(jit_ns["f"], backend=backend, fullgraph=fullgraph)
     STATS.programs += 1
     # a third size set moves every size >= 2 once more: after "other sizes" made the changed sizes
     # dynamic (issue 6), this call runs on the dynamic entry (or shows it was specialized)
@@ -322,7 +335,10 @@ def run_program(program, dims1: dict, dims2: dict, backend="python", seed: int =
                 check_call(compiled, eager_ns["f"], specs[0] if specs else program.inputs, dims, s, label,
                            (eager_ns, jit_ns))
             except Divergence as d:
-                raise Divergence(f"{d}\n\n{reproducer(program, calls, backend)}") from None
+                raise Divergence(f"{d}\n\n{reproducer(program, calls, backend, fullgraph)}") from None
+    except Refused as r:
+        STATS.refused += 1
+        STATS.reasons["refused: " + str(r)[:90]] += 1
     finally:
         count_entries(compiled)
 
@@ -347,7 +363,7 @@ def count_entries(compiled) -> None:
 
 
 
-def reproducer(program, calls, backend) -> str:
+def reproducer(program, calls, backend, fullgraph: bool = False) -> str:
     """A pytest test that replays the failing program, ready to paste."""
     lines = ["# --- reproducer ---", program.source().rstrip(), "", "",
              "def test_fuzz_repro():",
@@ -356,7 +372,7 @@ def reproducer(program, calls, backend) -> str:
              "    from rewrite.fuzz.inputs import Box",
              "    eager = f",
              "    compiled = rewrite.jit(type(f)(f.__code__, f.__globals__, 'f'), "
-             f"backend={backend!r})"]
+             f"backend={backend!r}{', fullgraph=True' if fullgraph else ''})"]
     names = ", ".join(s.name for s in program.inputs)
     for label, dims, seed, *specs in calls:
         lines.append(f"    # {label}: {dims}")

@@ -57,6 +57,8 @@ import functools
 import io
 import re
 import string
+import types
+
 from dataclasses import dataclass, field
 
 import torch
@@ -591,6 +593,37 @@ def logged_gen(log, n):
             yield i
     finally:
         log.append("closed")''',
+    "ChainError": '''\
+class ChainError(Exception):
+    def __init__(self, what, n):
+        super().__init__(what, n)
+        self.n = n''',
+    "Slotted": '''\
+class Slotted:
+    __slots__ = ("t", "n")
+
+    def __init__(self, t):
+        self.t = t''',
+    "OwnNew": '''\
+class OwnNew:
+    def __new__(cls, t):
+        self = super().__new__(cls)
+        self.t = t * 2
+        return self''',
+    "Seq": '''\
+class Seq:
+    def __init__(self, t, n):
+        self.t, self.n = t, n
+
+    def __getitem__(self, i):
+        if i >= self.n:
+            raise IndexError(i)
+        return self.t * i''',
+    "GSET": 'GSET = {1, 2, "a"}',
+    "gen_of": '''\
+def gen_of(t, n):
+    for i in range(n):
+        yield t * i''',
     "NoBool": "class NoBool:\n    __bool__ = None",
     "NoLen": "class NoLen:\n    __len__ = None",
     "NoIter": "class NoIter:\n    __iter__ = None",
@@ -598,6 +631,7 @@ def logged_gen(log, n):
     "NoCall": "class NoCall:\n    __call__ = None",
 }
 PRELUDE_NEEDS = {"Scaled": ("Acc",), "checked": ("FuzzError",), "quiet": ("FuzzError",)}
+# (GSET: a global set the programs read and change; each module of a program has its own)
 
 
 def _need(program: Program, text: str) -> None:
@@ -865,6 +899,49 @@ SEMANTICS = [
      "_t{i} + () is _t{i}, _t{i}[1:1] is ())"),
     "_f{i} = frozenset({a}.shape)\n{new} = (frozenset(_f{i}) is _f{i}, str(_f{i}) is str(_f{i}))",
 ]
+
+WRITTEN = [
+    # what methods and builtins say of themselves
+    "{new} = [{{}}.get.__name__, {{}}.get.__qualname__, len.__name__, next.__module__, [].append.__self__]",
+    "{new} = ({a}.add.__name__, type([].__len__).__name__, dict.fromkeys.__name__, str.upper.__qualname__)",
+    # attributes set on functions made in the call (functools.wraps, counters)
+    ("@functools.wraps(checked)\ndef _w{i}(t):\n    _w{i}.calls += 1\n    return checked(t)\n_w{i}.calls = 0\n"
+     "try:\n    {new} = _w{i}({a})\nexcept (FuzzError, ValueError) as e:\n    {new} = str(e)\n"
+     "{new2} = (_w{i}.__name__, _w{i}.__doc__, _w{i}.__wrapped__ is checked, _w{i}.calls, sorted(_w{i}.__dict__))"),
+    ("def _g{i}(t: torch.Tensor, k: int = {k}) -> torch.Tensor:\n    return t * k\n_g{i}.__defaults__ = ({k} + 1,)\n"
+     "_g{i}.__qualname__ = 'renamed'\n{new} = _g{i}({a})\n{new2} = (_g{i}.__qualname__, len(_g{i}.__annotations__))"),
+    # exception chains: causes, contexts, tracebacks, notes, classes with their own __init__
+    ("try:\n    try:\n        {new} = checked({a})\n    except (FuzzError, ValueError) as _e:\n"
+     "        raise KeyError({k}) from _e\nexcept KeyError as _k:\n    {new} = {a} * len(type(_k.__cause__).__name__)\n"
+     "    {new2} = (_k.__suppress_context__, type(_k.__context__).__name__, _k.args)"),
+    ("try:\n    try:\n        {new} = {a} + ({a}.dim() // ({k} - {k}))\n    except ZeroDivisionError:\n"
+     "        {new} = [][{k}]\nexcept IndexError as _e:\n    {new} = {a} * 2\n"
+     "    {new2} = (type(_e.__context__).__name__, _e.__cause__, _e.__traceback__ is not None)"),
+    ("_x{i} = ValueError({k}, 'v')\n_x{i}.extra = {k} + 1\n{new} = (_x{i}.with_traceback(None) is _x{i}, "
+     "_x{i}.__traceback__, _x{i}.extra, str(_x{i}), repr(_x{i}))"),
+    ("try:\n    raise ChainError('n', {k})\nexcept ChainError as _e:\n    {new} = {a} * _e.n\n"
+     "    {new2} = (str(_e), repr(_e), _e.args)"),
+    ("try:\n    raise RuntimeError({k}) from None\nexcept RuntimeError as _e:\n"
+     "    {new} = (_e.__cause__, _e.__suppress_context__, _e.__context__)"),
+    # objects of slotted classes and of classes with their own __new__
+    ("_o{i} = Slotted({a})\n_o{i}.n = {k}\n{new} = _o{i}.t * _o{i}.n\ntry:\n    _o{i}.other = 1\n"
+     "except AttributeError as e:\n    {new2} = str(e)"),
+    "_o{i} = Slotted({a})\n{new} = (hasattr(_o{i}, 'n'), hasattr(_o{i}, '__dict__'))",
+    "{new} = OwnNew({a}).t + {b}",
+    # `in` on a set that came in (a global the program changes) and on iterators
+    "{new} = {a} * ({k} in GSET)",
+    "GSET.add({k} + 1)\n{new} = ({k} + 1 in GSET, 'a' in GSET)",
+    "_it{i} = iter([{k}, 1, 2])\n{new} = (1 in _it{i}, list(_it{i}))",
+    "_gen{i} = (_v * {a} for _v in range(3))\n{new} = len([_t for _t in _gen{i}]) + (5 in iter(range({k})))",
+    # generators returned (never run: made again by the entry; run in part: a break), consumed in part
+    "{new} = gen_of({a}, {k} % 3 + 1)",
+    "_g{i} = gen_of({a}, 3)\n{new} = next(_g{i}) + {b}",
+    "{new} = gen_of({a} + 1, 2)\n_t{i} = {a} * 2",
+    # the old sequence protocol: __getitem__ until IndexError
+    "{new} = sum(Seq({a}, {k} % 4 + 1))",
+    "_h{i}, *_r{i} = Seq({a}, 3)\n{new} = _h{i} + len(_r{i})",
+    "{new} = ({a}.sum() in Seq({a}, 0), list(iter(Seq(1, 2))))",
+]
 FUNCTIONAL = [  # sorted/min/max with key=, functools, operator, itertools (bound to a new name)
     "sorted([{a}, {b}, {a} * 2], key=lambda t: t.dim())[0]", "sorted([{a}, {b}], key=lambda t: tuple(t.shape))[-1]",
     "max([{a}, {b}], key=lambda t: t.numel())", "min({a}, {b}, key=lambda t: t.dim())",
@@ -1002,8 +1079,9 @@ CONTEXT_RULES = [(2, rule_context), (2, rule_block(CONTEXT_BLOCKS))]
 FUNCTIONAL_RULES = [(3, rule_bind(FUNCTIONAL)), (1, rule_block(FUNCTIONAL_BLOCKS))]
 FILL_RULES = [(2, rule_block(FILLS))]
 SEMANTIC_RULES = [(1, rule_block(SEMANTICS))]  # (among the other Python rules; `--focus semantics`: mostly these)
+WRITTEN_RULES = [(1, rule_block(WRITTEN))]  # (`--focus written`: mostly these)
 PYTHON_RULES = (CLASS_RULES + EXCEPTION_RULES + SET_RULES + CONTEXT_RULES + FUNCTIONAL_RULES + FILL_RULES
-                + SEMANTIC_RULES)
+                + SEMANTIC_RULES + WRITTEN_RULES)
 
 
 WRITE_RULES = [
@@ -1032,6 +1110,10 @@ FOCUS = {
     # Python's exact semantics (issue 38): exhausted iterators, changes while iterating, wrong arguments, ...
     "semantics": [(6, rule_block(SEMANTICS)), (2, rule_assign(BINARY)), (1, rule_assign(SIZES, "k")), (1, rule_for),
                   (1, rule_write(INPLACE)), (1, rule_unsupported)],
+    # the Python tests and libraries are written in (issue 40): method and function attributes, exception
+    # chains, slotted classes and their own __new__, `in` on sets and iterators, the __getitem__ protocol
+    "written": [(6, rule_block(WRITTEN)), (2, rule_assign(BINARY)), (1, rule_assign(SIZES, "k")), (1, rule_for),
+                (1, rule_write(INPLACE)), (1, rule_unsupported)],
 }
 
 
@@ -1113,11 +1195,12 @@ def programs(draw, max_statements: int = 8, rules: list | None = None) -> Progra
 
 def _returnable(v, depth=0) -> bool:
     """Tensors and Python numbers; objects of the program's classes, sets of Python values,
-    strs, and lists, tuples and dicts of those (not bools, iterators, functions or classes)."""
+    strs, generators, and lists, tuples and dicts of those (not bools, other iterators,
+    functions or classes)."""
     if isinstance(v, bool):
         return depth > 0
-    if isinstance(v, (torch.Tensor, int, float, str)) or _python_set(v) or v is None:
-        return True
+    if isinstance(v, (torch.Tensor, int, float, str, types.GeneratorType)) or _python_set(v) or v is None:
+        return True  # (a generator: the oracle compares what it yields)
     if depth > 3:
         return False
     if isinstance(v, (list, tuple, collections.deque)):

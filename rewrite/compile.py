@@ -32,6 +32,7 @@ from .guards.guard import Consts
 from .guards.source import GLOBALS, attr_expr, comment, param_name
 from .ops.builtins import TracedId
 from .ops.contexts import Enter, unwind
+from .ops.exceptions import CALLERS, new_exception
 from .ops.instances import made_as_called, new_instance
 from .ops.log_calls import DEFERRED, defer
 from .ops.sets import members
@@ -170,19 +171,33 @@ def plan_outputs(cap: Capture) -> None:
                 kw = "".join(f"**{{{cap.consts.ref(k)}: {rebuild(a)}}}, " for k, a in v.kwargs.items())
                 return f"{cap.consts.ref(functools.partial)}({rebuild(v.func)}, {args}{kw})"
             if isinstance(v, ExceptionVar):
-                return f"{cap.consts.ref(v.cls)}({''.join(rebuild(a) + ', ' for a in v.args)})"
+                if v.traceback is not None or v.context is CALLERS:
+                    raise Unsupported(f"a {v.cls.__name__} raised in the call leaves it (its traceback is the trace's)")
+                args = "".join(rebuild(a) + ", " for a in v.args)
+                attrs = ", ".join(f"{cap.consts.ref(k)}: {rebuild(i)}" for k, i in v.attrs.items())
+                cause, context = (rebuild(c) if c is not None else "None" for c in (v.cause, v.context))
+                return (f"{cap.consts.ref(new_exception)}({cap.consts.ref(v.cls)}, ({args}), {{{attrs}}}, {cause}, "
+                        f"{context}, {v.suppress})")
             if isinstance(v, BoundVar):
                 return f"{cap.consts.ref(types.MethodType)}({cap.consts.ref(v.func)}, {rebuild(v.self_var)})"
             if isinstance(v, MethodVar):  # `x.item` of a call the break runs
                 return attr_expr(rebuild(v.self_var), v.name)
             if isinstance(v, DictViewVar):
                 return f"{rebuild(v.dict_var)}.{v.kind}()"
+            if isinstance(v, IteratorVar) and v.generator is not None and not v.generator.started \
+                    and not v.generator.done and v.generator.made_by is not None:
+                fn, args, kwargs = v.generator.made_by  # a generator never run: the function called again
+                kw = "".join(f"**{{{cap.consts.ref(k)}: {rebuild(a)}}}, " for k, a in kwargs.items())
+                return f"{cap.consts.ref(fn)}({''.join(rebuild(a) + ', ' for a in args)}{kw})"
             if isinstance(v, IteratorVar) and v.step is None and v.on_next is None and v.over is not None:
                 # iter(lst) handed to a call a graph break runs: the list's own iterator, as far on
                 return f"{cap.consts.ref(list_iterator_at)}({rebuild(v.over)}, {v.pos})"
             if isinstance(v, IteratorVar) and v.step is None and v.on_next is None:
                 rest = ", ".join(rebuild(i) for i in v.items[v.pos:])  # over a tuple or a range: no later changes
                 return f"iter(({rest}{',' if rest else ''}))"
+            if isinstance(v, IteratorVar) and v.generator is not None:
+                raise Unsupported("returning a generator the call ran (part of), or made from a function made in "
+                                  "the call (only one never run, of a real function, is made again)")
             raise Unsupported(f"returning {type(v).__name__} from a compiled function")
 
         effects = cap.tracer.side_effects

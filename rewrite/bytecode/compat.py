@@ -147,6 +147,8 @@ END_FOR_POPS = 2 if PY312 else 1  # (3.12: the iterator and its last item; 3.13:
 
 # a generator's close() returns what the generator returned on GeneratorExit (3.13; None before)
 CLOSE_RETURNS_VALUE = sys.version_info >= (3, 13)
+# functions have `__type_params__` (PEP 695) from 3.12: read, set and copied by functools.wraps
+FUNCTION_TYPE_PARAMS = sys.version_info >= (3, 12)
 
 # an exhausted SEND (`yield from`) leaves the sub-iterator below the result for END_SEND (3.12)
 SEND_KEEPS_ITERATOR = not PY311
@@ -558,12 +560,15 @@ SUPER_INSTRUCTIONS = {"LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
                       "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST")}
 
 
-def to_code(bc) -> types.CodeType:
+def to_code(bc, stacksize: int | None = None) -> types.CodeType:
     """`bc.to_code()` (a `bytecode` library Bytecode), with 3.13's two-local instructions split
     in two where a local's index no longer fits in 4 bits: the library numbers the locals
     anew (a resume function's parameters come first) and packs the fields unchecked, so
-    `return (a, b)` would read the wrong locals."""
-    code = bc.to_code()
+    `return (a, b)` would read the wrong locals. `stacksize` (a resume function's: its original's
+    and what its prologue pushes): where the library's own count fails -- a start inside a `with`
+    whose handler it reaches from a `raise` before the block's unreachable beginning -- the code
+    is made with that size and the handlers' depths left for `with_original_depths`."""
+    code = _to_code(bc, stacksize)
     index = {name: i for i, name in enumerate(code.co_varnames)}
     far = [i for i, ins in enumerate(bc) if getattr(ins, "name", None) in SUPER_INSTRUCTIONS
            and any(index.get(name, 16) > 15 for name in ins.arg)]
@@ -574,7 +579,16 @@ def to_code(bc) -> types.CodeType:
         first, second = SUPER_INSTRUCTIONS[ins.name]
         bc[i:i + 1] = [type(ins)(first, ins.arg[0], location=ins.location),
                        type(ins)(second, ins.arg[1], location=ins.location)]
-    return bc.to_code()
+    return _to_code(bc, stacksize)
+
+
+def _to_code(bc, stacksize: int | None) -> types.CodeType:
+    try:
+        return bc.to_code()
+    except RuntimeError as e:
+        if stacksize is None or "stacksize" not in str(e):
+            raise
+    return bc.to_code(stacksize=stacksize, compute_exception_stack_depths=False)
 
 
 def with_original_depths(new: types.CodeType, code: types.CodeType, what: str | None = None) -> types.CodeType:

@@ -131,7 +131,8 @@ def splice_prologue(code: types.CodeType, slot, miss, router=None, plain=None) -
         Instr("POP_TOP", location=loc),
     ]
     bc[at:at] = prologue
-    new = compat.with_original_depths(compat.to_code(bc), code)
+    bound = code.co_stacksize + 3 * len(prologue)  # (no instruction of the prologue pushes more than 3)
+    new = compat.with_original_depths(compat.to_code(bc, bound), code)
     _ORIGINALS[new] = code
     return new
 

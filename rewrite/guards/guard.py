@@ -7,6 +7,7 @@ user terms why it failed (`failure`). `Consts` names the objects the expressions
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -223,6 +224,22 @@ class NotInMatch(Guard):
 
 
 @dataclass(frozen=True)
+class MemberMatch(Guard):
+    """Whether a constant is in a set that came in (`x in s`, `s` guarded an exact set)."""
+    source: Source
+    value: object  # a hashable constant (hashed and compared by Python's own rules: no user code)
+    present: bool
+    priority = 3
+
+    def checks(self, c):
+        return [f"({c.ref(self.value)} in {self.source.expr()}) is {self.present}"]
+
+    def failure(self, value):
+        now = self.value in value
+        return None if now == self.present else f"{self.value!r} in {self.source.name()} is now {now}"
+
+
+@dataclass(frozen=True)
 class DefaultDtypeMatch(Guard):
     """torch.get_default_dtype() as it was while tracing (factories, promotion with Python floats)."""
     dtype: torch.dtype
@@ -238,6 +255,24 @@ class DefaultDtypeMatch(Guard):
 
     def failure(self, now):
         return None if now is self.dtype else f"default dtype is {now} (traced with {self.dtype})"
+
+
+@dataclass(frozen=True)
+class NoHandledMatch(Guard):
+    """No exception was being handled where the function was called (the trace read what
+    `sys.exc_info()` says there: a bare `raise`, an exception's `__context__`)."""
+    source: Source = field(default_factory=lambda: _StateSource("sys.exc_info()"))
+    priority = 6
+
+    def checks(self, c):
+        c.values["___exc_info"] = sys.exc_info
+        return ["___exc_info()[1] is None"]
+
+    def read(self, globals_, scope):
+        return sys.exc_info()[1]
+
+    def failure(self, now):
+        return None if now is None else f"called while {type(now).__name__} is handled (traced with none)"
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,12 @@ through which the rules below call back into it (a key function, a defaultdict's
 """
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import operator
 import os
+import re
 import sys
 import types
 import weakref
@@ -21,23 +23,24 @@ import torch
 
 from ..errors import Unsupported, python_error
 from ..guards.source import AttrSource, TypeSource, WeakrefSource
+from ..values.side_effects import DELETED
 from ..values.vars import (AttrDictVar, BoundVar, ConstVar, ContextExitVar, DictVar, ExceptionVar, FunctionVar,
-                           InstanceVar, IteratorVar, ListVar, MethodVar, ObjectVar, PartialVar, RecordedContextVar,
-                           ScalarVar, SetVar, SuperVar, SymIntVar, TensorVar, TupleVar, Var, end_watch, start_watch)
+                           GradModeVar, InstanceVar, IteratorVar, ListVar, MethodVar, ModeDecoratedVar, ObjectVar,
+                           PartialVar, RecordedContextVar, ScalarVar, SetVar, SuperVar, SymIntVar, TensorVar, TupleVar,
+                           Var, end_watch, note_mutation, start_watch)
 from .builtins import PURE, call_builtin
 # (containers, functions, library: their BUILTINS rules register when imported)
-from . import (attrdict, bases, containers, context_vars, contexts, fills, functions, higher_order, instances,
-               library, log_calls, markers, signatures)
+from . import (attrdict, bases, containers, context_vars, contexts, exceptions, fills, functions, higher_order,
+               instances, library, log_calls, markers, signatures)
 from .core import (BUILTINS, CALLS, const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate,
                    key_of, make_slice, python_type, python_value, setitem, truthy, unpack, unpack_targets)
-from .functions import made_function_attr
+from .functions import made_function_attr, method_attr, set_made_function_attr
 from .instances import _immutable
 from .modules import call_module
 from .objects import dict_method, getattr_object, list_method, setattr_object, tuple_field, tuple_method
 from .operators import OPERATOR_FUNCTIONS, UNARY, binary, unary
 from .sets import make, method
-from .tensors import (call_function, call_method, call_torch, getattr_tensor, global_effect, is_torch_callable,
-                      read_state)
+from .tensors import call_function, call_method, call_torch, getattr_tensor, read_state, trace_rule
 
 __all__ = ["getattr_", "setattr_", "call", "binary", "unary", "const", "contains", "delitem", "describe", "fold", "getitem",
            "is_same", "iterate", "key_of", "make_slice", "python_value", "setitem", "truthy", "unpack", "unpack_targets"]
@@ -66,13 +69,7 @@ def getattr_(frame, obj: Var, name: str) -> Var:
     if isinstance(obj, InstanceVar):
         return instances.getattr_instance(frame, obj, name)
     if isinstance(obj, ExceptionVar):
-        if name == "args":
-            return TupleVar(obj.args)
-        if name == "__class__":
-            return ObjectVar(obj.cls)
-        if name in ("__traceback__", "__cause__", "__context__", "__notes__") or not foldable(obj):
-            raise Unsupported(f"attribute {name!r} of a traced {obj.cls.__name__}")
-        return const(fold(getattr, obj.python_value(), name))
+        return exceptions.getattr_exception(frame, obj, name)
     if isinstance(obj, SuperVar):
         return instances.getattr_super(frame, obj, name)
     if isinstance(obj, FunctionVar):
@@ -92,6 +89,8 @@ def getattr_(frame, obj: Var, name: str) -> Var:
         return MethodVar(obj, name)
     if isinstance(obj, IteratorVar) and obj.generator is not None and name in GENERATOR_METHODS:
         return MethodVar(obj, name)
+    if isinstance(obj, (MethodVar, BoundVar)):
+        return method_attr(frame, obj, name)
     raise Unsupported(f"attribute {name!r} of {describe(obj)}")
 
 
@@ -108,19 +107,43 @@ def _no_attribute(cls: type, name: str):
 GENERATOR_METHODS = ("send", "throw", "close")
 
 
-def _generator_method(gen, name: str, args, kwargs) -> Var:
-    """`g.send(v)`, `g.throw(exc)`, `g.close()` on a generator the trace runs."""
+def _generator_method(frame, gen, name: str, args, kwargs) -> Var:
+    """`g.send(v)`, `g.throw(...)`, `g.close()` on a generator the trace runs."""
     if not kwargs and name == "send" and len(args) == 1:
         return gen.send(args[0])
     if not kwargs and name == "close" and not args:
         return gen.close()
-    if not kwargs and name == "throw" and len(args) == 1:
-        exc = args[0]
-        if isinstance(exc, ObjectVar) and isinstance(exc.value, type) and issubclass(exc.value, BaseException):
-            exc = ExceptionVar(exc.value, [])
-        if isinstance(exc, ExceptionVar):
-            return gen.throw(exc)
+    if not kwargs and name == "throw" and 1 <= len(args) <= 3:
+        return gen.throw(_thrown(frame, *args))
     raise Unsupported(f"generator.{name}() with these arguments")
+
+
+def _thrown(frame, typ: Var, value: Var | None = None, tb: Var | None = None) -> ExceptionVar:
+    """The exception `g.throw(typ[, value[, tb]])` throws, normalized as CPython's `_gen_throw`."""
+    none = lambda v: v is None or isinstance(v, ConstVar) and v.value is None  # noqa: E731
+    if tb is not None and not none(tb) and not isinstance(tb, exceptions.TracebackVar):
+        raise python_error(TypeError, "throw() third argument must be a traceback object")
+    if isinstance(typ, ObjectVar) and isinstance(typ.value, type) and issubclass(typ.value, BaseException):
+        if isinstance(value, ExceptionVar) and issubclass(value.cls, typ.value):
+            exc = value
+        else:
+            args = [] if none(value) else list(value.items) if isinstance(value, TupleVar) else [value]
+            exc = call(frame, typ, args, {})
+    elif isinstance(typ, ExceptionVar):
+        if not none(value):
+            raise python_error(TypeError, "instance exception may not have a separate value")
+        exc = typ
+    else:
+        kind = python_type(typ)
+        if isinstance(typ, ObjectVar) and isinstance(typ.value, type) or not issubclass(kind, BaseException):
+            raise python_error(TypeError, "exceptions must be classes or instances deriving from BaseException, "
+                                          f"not {kind.__name__}")
+        raise Unsupported(f"generator.throw() of {describe(typ)}")
+    if not isinstance(exc, ExceptionVar):
+        raise Unsupported(f"generator.throw() of {describe(exc)}")
+    if tb is not None and not none(tb):
+        exceptions.setattr_exception(frame, exc, "__traceback__", tb)
+    return exc
 
 
 def _named_tuple_attr(frame, t: TupleVar, name: str):
@@ -142,6 +165,15 @@ def setattr_(frame, obj: Var, name: str, value) -> None:
         raise Unsupported(f"assignment to tensor attribute .{name}")
     if isinstance(obj, InstanceVar):
         return instances.setattr_instance(frame, obj, name, value)
+    if isinstance(obj, ExceptionVar):
+        return exceptions.setattr_exception(frame, obj, name, value)
+    if isinstance(obj, FunctionVar):
+        return set_made_function_attr(frame, obj, name, value)
+    if isinstance(obj, DictVar) and obj.py_type is collections.defaultdict and name == "default_factory" \
+            and obj.source is None:  # (any object, as its member takes; del leaves None)
+        note_mutation(obj)
+        obj.factory = const(None) if value is DELETED else value
+        return None
     setattr_object(frame, obj, name, value)
 
 
@@ -163,6 +195,10 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return library.call_partial(frame, fn, args, kwargs)
     if isinstance(fn, InstanceVar):
         return _call_object(frame, fn, args, kwargs)
+    if isinstance(fn, (GradModeVar, RecordedContextVar)):  # `torch.no_grad()(fn)`: a decorator
+        return contexts.decorate(frame, fn, args, kwargs)
+    if isinstance(fn, ModeDecoratedVar):
+        return contexts.call_decorated(frame, fn, args, kwargs)
     if isinstance(fn, ContextExitVar):  # leaving a traced `with` block
         contexts.leave(frame, fn.ctx)
         return const(None)
@@ -195,9 +231,14 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
                           "(printing and logging break the graph)", "move the logging call out of the compiled function")
     if markers.allowed(value):
         return call_function(frame, value, tuple(args), kwargs)
+    made = containers.call_class_method(frame, value, args, kwargs)  # dict.fromkeys(...)
+    if made is not None:
+        return made
     if _hashable(value):
         if value in instances.OBJECT_SLOTS:
             return instances.OBJECT_SLOTS[value](frame, args, kwargs)
+        if value is repr and len(args) == 1 and not kwargs and isinstance(args[0], ExceptionVar):
+            return exceptions.text(frame, args[0], repr)
         if value in BUILTINS:
             signatures.check(value, args, kwargs)
             return BUILTINS[value](frame, args, kwargs)
@@ -217,14 +258,11 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return library.call_getter(frame, value, args, kwargs)
     if isinstance(value, _CUSTOM_OP):  # torch.library.custom_op: its operator is the graph node
         return call_torch(frame, value._opoverload, args, kwargs)
-    if markers.python_helper(value) or markers.python_library(value) or \
-            isinstance(value, types.FunctionType) and is_torch_callable(value) and not global_effect(value) \
-            and _holds_objects([*args, *kwargs.values()]):
-        # torch.nn.init._calculate_correct_fan, torch.optim's functions, and any torch function in
-        # Python given objects a graph op cannot take (an optimizer, a generator): traced as Python
+    kind = trace_rule(value, _holds_objects([*args, *kwargs.values()]))  # (graph op or Python: tensors.trace_rule)
+    if kind == "python":
         return tracer.inline(value, args, kwargs, fn.source, frame)
-    if is_torch_callable(value) and not (isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType)):
-        return call_torch(frame, value, args, kwargs)  # (a method of a torch class in Python is inlined below)
+    if kind == "op":
+        return call_torch(frame, value, args, kwargs)
     if isinstance(value, types.FunctionType):
         return tracer.inline(value, args, kwargs, fn.source, frame)
     if isinstance(value, weakref.ReferenceType) and not args and not kwargs and fn.source is not None:
@@ -349,9 +387,16 @@ def _call_method(frame, m: MethodVar, args, kwargs) -> Var:
     if isinstance(self, (ListVar, DictVar, TupleVar, SetVar)):  # `d.get()`, `xs.append(1, 2)`: eager's TypeError
         signatures.check_method(python_type(self), m.name, args, kwargs)
     if fills.row(self, m.name) is not None:  # xs.extend(it), s.update(it), d.update(it): as CPython fills them
-        return fills.fill(frame, self, m.name, args, kwargs)
+        if fills.row(self, m.name).sets_only and not (len(args) == 1 and fills.set_like(args[0])):
+            return ObjectVar(NotImplemented)  # (`s.__ior__([1])`: only `|=` of two sets is in place)
+        result = fills.fill(frame, self, m.name, args, kwargs)
+        return self if m.name in INPLACE_DUNDERS else result  # (`s.__ior__(t)` returns s)
     if isinstance(self, (ListVar, DictVar, TupleVar)) and m.name in _CONTAINER_DUNDERS and not kwargs:
-        return _CONTAINER_DUNDERS[m.name](frame, self, *args)  # `d.__setitem__(k, v)`, `xs.__len__()`
+        impl = _CONTAINER_DUNDERS[m.name]
+        if impl.__code__.co_argcount != 2 + len(args):  # (eager's TypeError: the real method, of an empty one)
+            empty = tuple() if isinstance(self, TupleVar) else python_type(self)()
+            fold(getattr(empty, m.name), *[None] * len(args))
+        return impl(frame, self, *args)  # `d.__setitem__(k, v)`, `xs.__len__()`
     if isinstance(self, ListVar) and self.py_type is not list:
         return containers.deque_method(frame, self, m.name, args, kwargs)
     if isinstance(self, ListVar):
@@ -365,11 +410,15 @@ def _call_method(frame, m: MethodVar, args, kwargs) -> Var:
     if isinstance(self, AttrDictVar):
         return attrdict.method(frame, self, m.name, args, kwargs)
     if isinstance(self, IteratorVar) and self.generator is not None:
-        return _generator_method(self.generator, m.name, args, kwargs)
+        return _generator_method(frame, self.generator, m.name, args, kwargs)
+    if isinstance(self, ExceptionVar):
+        return exceptions.method(frame, self, m.name, args, kwargs)
     if isinstance(self, ObjectVar):
         if context_vars.is_context_var(self.value):
             return context_vars.method(frame, self, m.name, args, kwargs)
         fn = inspect.getattr_static(self.value, m.name)
+        if isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+            raise Unsupported(f"call to {type(self.value).__qualname__}.{m.name} (a method in C)")
         if log_calls.emitter(self, m.name):
             return log_calls.logger_method(frame, self, m.name, args, kwargs)
         if isinstance(self.value, log_calls.LOGGERS):
@@ -379,6 +428,7 @@ def _call_method(frame, m: MethodVar, args, kwargs) -> Var:
     raise Unsupported(f"method {m.name} of {describe(self)}")
 
 
+INPLACE_DUNDERS = {"__iadd__", "__ior__", "__iand__", "__isub__", "__ixor__"}
 _CONTAINER_DUNDERS = {
     "__getitem__": getitem,
     "__setitem__": lambda frame, obj, key, value: (setitem(frame, obj, key, value), const(None))[1],
@@ -409,8 +459,9 @@ def _call_python(frame, fn, args, kwargs) -> Var:
         s = make(frame, [const(v) for v in owner], frozen=True)
         s.real = set(owner)  # (its own table's order)
         return method(frame, s, fn.__name__, args, kwargs)
-    immutable = (str, bytes, int, float, complex, bool, tuple, range, frozenset)
-    if (owner is not None and type(owner) in immutable or getattr(fn, "__objclass__", None) in immutable) \
+    immutable = (str, bytes, int, float, complex, bool, tuple, range, frozenset, re.Pattern, re.Match)
+    if (owner is not None and (type(owner) in immutable or any(owner is t for t in immutable))  # (int.from_bytes)
+            or getattr(fn, "__objclass__", None) in immutable) \
             and all(foldable(a) for a in args) and all(foldable(v) for v in kwargs.values()):  # (`str.isalnum(c)` too)
         return const(fold(fn, *(a.python_value() for a in args), **{k: v.python_value() for k, v in kwargs.items()}))
     return call_builtin(frame, fn, args, kwargs)
@@ -422,6 +473,8 @@ def _construct(frame, cls_var: ObjectVar, args, kwargs) -> Var:
         return instances.make_super(frame, args)
     if cls in contexts.CONSTRUCTORS:
         return contexts.CONSTRUCTORS[cls](frame, args, kwargs)
+    if cls is str and len(args) == 1 and not kwargs and isinstance(args[0], ExceptionVar):
+        return exceptions.text(frame, args[0], str)
     if cls in BUILTINS:
         signatures.check(cls, args, kwargs)
         return BUILTINS[cls](frame, args, kwargs)
@@ -429,10 +482,7 @@ def _construct(frame, cls_var: ObjectVar, args, kwargs) -> Var:
         if all(foldable(a) for a in args) and all(foldable(v) for v in kwargs.values()):
             return const(fold(cls, *(a.python_value() for a in args), **{k: v.python_value() for k, v in kwargs.items()}))
     if issubclass(cls, BaseException):
-        if kwargs or isinstance(instances.class_attr(cls, "__init__"), types.FunctionType) \
-                or isinstance(instances.class_attr(cls, "__new__"), types.FunctionType):
-            raise Unsupported(f"constructing {cls.__name__} (its __init__ is Python code)")
-        return ExceptionVar(cls, args)
+        return exceptions.construct(frame, cls_var, args, kwargs)
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):  # a namedtuple made while tracing
         fields = cls._fields
         values = dict(zip(fields, args))

@@ -3,15 +3,16 @@
 A key read is the attribute as the instance holds it (`ItemSource` of the real dict, read
 past a class's own `__getattribute__`), after any store the trace made to it; a key that is
 absent is guarded absent. Stores and deletes are the attribute's side effects (replayed with
-`object.__setattr__`). What needs the whole dict (iteration, `len`, `keys()`) breaks the graph.
+`object.__setattr__`). What needs the whole dict (`keys()`, `dict.update(obj.__dict__)`) reads
+a copy, its keys guarded in order; of an object the call set attributes on, a graph break.
 """
 from __future__ import annotations
 
 from ..errors import Unsupported, python_error
-from ..guards.guard import NotInDictMatch
+from ..guards.guard import KeysMatch, NotInDictMatch
 from ..guards.source import ItemSource, ObjectAttrSource
 from ..values.side_effects import DELETED, location
-from ..values.vars import AttrDictVar, ConstVar, Var
+from ..values.vars import AttrDictVar, ConstVar, DictVar, DictViewVar, Var
 from .core import ATTRDICT, OBJECTS, python_value
 
 _MISSING = object()
@@ -68,6 +69,18 @@ def setitem(frame, d: AttrDictVar, key: Var, value) -> None:
     OBJECTS.raw_setattr(frame, d.obj, k, value)
 
 
+def whole(frame, d: AttrDictVar) -> DictVar:
+    """A copy of the whole dict (`wrapper.__dict__.update(wrapped.__dict__)`), its keys guarded
+    in order; of an object the trace set attributes on, a graph break (its keys are not known)."""
+    obj = d.obj
+    if frame.tracer.side_effects.changed(obj.source):
+        raise Unsupported(f"the whole __dict__ of {type(obj.value).__qualname__}, which the call set attributes on")
+    real = object.__getattribute__(obj.value, "__dict__")
+    source = ObjectAttrSource(obj.source, "__dict__")
+    frame.tracer.guards.add(KeysMatch(source, tuple(real)))
+    return DictVar({k: frame.tracer.wrap(v, ItemSource(source, k)) for k, v in real.items()})
+
+
 def method(frame, d: AttrDictVar, name: str, args: list[Var], kwargs) -> Var:
     if name == "get" and 1 <= len(args) <= 2 and not kwargs:
         found = read(frame, d, _key(args[0]))
@@ -76,7 +89,10 @@ def method(frame, d: AttrDictVar, name: str, args: list[Var], kwargs) -> Var:
         return ConstVar(contains(frame, d, args[0]))
     if name == "__getitem__" and len(args) == 1 and not kwargs:
         return getitem(frame, d, args[0])
+    if name in ("keys", "values", "items", "copy") and not args and not kwargs:
+        copy = whole(frame, d)
+        return copy if name == "copy" else DictViewVar(copy, name)
     raise Unsupported(f"__dict__.{name}() of {type(d.obj.value).__qualname__} (the whole dict)")
 
 
-ATTRDICT.fill(getitem=getitem, setitem=setitem, contains=contains)
+ATTRDICT.fill(getitem=getitem, setitem=setitem, contains=contains, whole=whole)

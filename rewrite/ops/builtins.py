@@ -19,14 +19,15 @@ from ..errors import PythonError, Raised, Unsupported, WholeCallEager, python_er
 from ..guards.guard import HasAttrMatch, IdMatch
 from ..guards.source import AttrSource
 from ..values.side_effects import DELETED, location
-from ..values.vars import (ConstVar, DictVar, DictViewVar, InstanceVar, IteratorVar, ListVar, ObjectVar, SetVar,
-                           SymIntVar, TensorVar, TupleVar, Var)
+from ..values.vars import (ConstVar, DictVar, DictViewVar, ExceptionVar, FunctionVar, InstanceVar, IteratorVar,
+                           ListVar, ObjectVar, SetVar, SymIntVar, TensorVar, TracebackVar, TupleVar, Var)
 from .bases import protocol
 from .copying import deepcopy, shallow
-from .core import (BUILTINS, CALLS, DATA_DEPENDENT_HINT, LIST_ITERATOR, const, describe, fold, foldable, is_callable,
-                   iterate, len_result, python_type, python_value, rule, sort_items, sort_keys, truthy, unpack)
+from .core import (BUILTINS, CALLS, DATA_DEPENDENT_HINT, LIST_ITERATOR, check_iterable, const, describe, fold,
+                   foldable, is_callable, iterate, len_result, python_type, python_value, rule, sort_items, sort_keys,
+                   truthy, unpack)
 from .fills import fill
-from .instances import _MISSING as missing, call_dunder, class_attr, class_source, is_user_object, type_of
+from .instances import _MISSING as missing, call_dunder, class_attr, class_source, is_slot, is_user_object, type_of
 from .iterators import deque_iterator, dict_iterator, reversed_list
 from .modules import container_modules
 from .objects import tuple_new
@@ -87,6 +88,9 @@ def _len(frame, args, kwargs):
     inherited = protocol(frame, v, "__len__")
     if inherited is not None:
         return inherited
+    if isinstance(v, IteratorVar) and v.py_type is not None and not hasattr(v.py_type, "__len__") or \
+            isinstance(v, (ExceptionVar, FunctionVar, TracebackVar)):  # (their classes have no __len__)
+        raise python_error(TypeError, f"object of type '{python_type(v).__name__}' has no len()")
     return ConstVar(fold(len, python_value(v, "len()")))
 
 
@@ -178,6 +182,9 @@ def _getattr(frame, args, kwargs):
         if _hooked(args[0]):  # the lookup is the class's code: run once, AttributeError gives the default
             found = _traced_getattr(frame, args[0], name)
             return args[2] if found is None else found
+        if isinstance(args[0], (ExceptionVar, FunctionVar)):
+            found = _traced_getattr(frame, args[0], name)
+            return args[2] if found is None else found
         if not has_attr(frame, args[0], name):
             return args[2]
     return CALLS.getattr(frame, args[0], name)
@@ -209,7 +216,7 @@ def _traced_getattr(frame, v: Var, name: str) -> Var | None:
 
 
 def has_attr(frame, v: Var, name: str) -> bool:
-    if _hooked(v):
+    if _hooked(v) or isinstance(v, (ExceptionVar, FunctionVar)):  # (what the trace holds of them: its lookup)
         return _traced_getattr(frame, v, name) is not None
     present = _has_attr(frame, v, name)
     if v.source is not None and isinstance(v, ObjectVar):  # the answer may change between calls
@@ -221,7 +228,8 @@ def _has_attr(frame, v: Var, name: str) -> bool:
     if isinstance(v, TensorVar):
         return hasattr(v.value, name)
     if isinstance(v, InstanceVar):  # an object made in the call: its attributes are the trace's
-        if name in v.attrs or class_attr(v.cls, name) is not missing:
+        static = class_attr(v.cls, name)
+        if name in v.attrs or static is not missing and not is_slot(v.cls, static):
             return True
         if class_attr(v.cls, "__getattr__") is not missing:
             raise Unsupported(f"hasattr on {describe(v)}, whose class defines __getattr__")
@@ -398,11 +406,15 @@ BUILTINS[frozenset] = _set_of(True)
 def _tuple(frame, args, kwargs):
     if args and isinstance(args[0], TupleVar) and args[0].py_type is tuple:
         return args[0]  # (CPython's tuple() of a tuple is that tuple)
+    if args:
+        check_iterable(args[0])
     return TupleVar(unpack(frame, args[0]) if args else [])
 
 
 @rule(list)
 def _list(frame, args, kwargs):
+    if args:
+        check_iterable(args[0])
     return ListVar(unpack(frame, args[0]) if args else [])
 
 
@@ -482,6 +494,15 @@ def _sum(frame, args, kwargs):
     for item in items:
         total = binary(frame, "+", total, item)
     return total
+
+
+@rule(operator.truth)
+def _truth(frame, args, kwargs):
+    if len(args) != 1 or kwargs:
+        fold(operator.truth, *[None] * len(args), **{k: None for k in kwargs})  # (eager's TypeError)
+    if isinstance(args[0], TensorVar):
+        raise Unsupported("operator.truth() of a tensor reads its value (data-dependent)", DATA_DEPENDENT_HINT)
+    return ConstVar(truthy(frame, args[0]))
 
 
 def _converter(kind):

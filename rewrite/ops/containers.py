@@ -7,12 +7,13 @@ from __future__ import annotations
 import collections
 import itertools
 import operator
+import types
 
 from ..errors import Unsupported, python_error
-from ..values.vars import ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, PartialVar, Var, note_mutation
+from ..values.vars import ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, Var, note_mutation
 from . import fills
 from .builtins import _dict
-from .core import describe, fold, is_callable, key_of, mutating, python_value, rule, unpack
+from .core import CALLS, describe, fold, is_callable, key_of, mutating, python_value, rule, unpack
 from .library import chain_from_iterable
 from .signatures import WRITTEN, check
 from .objects import list_method
@@ -123,7 +124,19 @@ CLASS_METHODS = {
 
 
 def class_method(cls_var: ObjectVar, name: str):
+    """`dict.fromkeys`: the real bound classmethod (what it says of itself is its own); a call
+    of it is `call_class_method`'s."""
     fn = CLASS_METHODS.get((cls_var.value, name)) if isinstance(cls_var.value, type) else None
     if fn is None:
         return None
-    return PartialVar(ObjectVar(fn), [cls_var] if fn is dict_fromkeys else [], {})
+    return ObjectVar(getattr(cls_var.value, name))
+
+
+def call_class_method(frame, method, args, kwargs):
+    """A call of a classmethod of CLASS_METHODS (a bound builtin), or None: not one."""
+    owner = getattr(method, "__self__", None)
+    fn = CLASS_METHODS.get((owner, getattr(method, "__name__", None))) if isinstance(owner, type) else None
+    if fn is None or not isinstance(method, types.BuiltinMethodType):
+        return None
+    return CALLS.call(frame, ObjectVar(fn), [ObjectVar(owner)] + list(args) if fn is dict_fromkeys else list(args),
+                      kwargs)

@@ -26,11 +26,11 @@ import torch
 from torch.amp import autocast_mode
 from torch.autograd import grad_mode
 
-from ..errors import Unsupported
+from ..errors import PythonError, Raised, Unsupported
 from ..guards.guard import StateMatch
 from ..guards.source import AttrSource
-from ..values.vars import ConstVar, ContextExitVar, GradModeVar, RecordedContextVar, Var
-from .core import const, describe, fold, python_value
+from ..values.vars import ConstVar, ContextExitVar, GradModeVar, ModeDecoratedVar, RecordedContextVar, Var
+from .core import CALLS, const, describe, fold, is_callable, python_value
 from .instances import _heap_type, call_bound, dunder
 
 
@@ -45,6 +45,8 @@ def _set_grad_enabled(frame, args, kwargs) -> GradModeVar:
 
 def _no_args(make):
     def construct(frame, args, kwargs):
+        if len(args) == 1 and not kwargs and is_callable(args[0]):  # `@torch.no_grad` bare: the function, decorated
+            return ModeDecoratedVar(make(), args[0])
         if args or kwargs:
             raise Unsupported("no_grad()/enable_grad() take no arguments (the call raises eagerly)")
         return make()
@@ -277,6 +279,33 @@ def _changes_nothing(frame, ctx: RecordedContextVar) -> bool:
     if not any(c.kind == "autocast" for c in frame.tracer.open_contexts):  # the caller's state: guarded
         frame.tracer.guards.add(StateMatch(torch.is_autocast_enabled, (device,), False))
     return True
+
+
+def decorate(frame, ctx: Var, args, kwargs) -> ModeDecoratedVar:
+    """`torch.no_grad()(fn)`, `disable_saved_tensors_hooks(msg)(fn)`: a function that calls fn in
+    an equal context (set_grad_enabled's object first puts back the mode it switched when made,
+    as its `__call__` does)."""
+    if len(args) != 1 or kwargs or not is_callable(args[0]):
+        raise Unsupported(f"calling a context manager object with {len(args)} arguments")
+    if isinstance(ctx, GradModeVar) and ctx.made_by_set:
+        frame.tracer.set_grad(ctx.prev)
+    if isinstance(ctx, RecordedContextVar) and ctx.handle is not None:
+        raise Unsupported(f"a {ctx.kind} object used as a decorator while its block is open")
+    return ModeDecoratedVar(ctx, args[0])
+
+
+def call_decorated(frame, d: ModeDecoratedVar, args, kwargs) -> Var:
+    t = d.ctx
+    ctx = GradModeVar(t.mode) if isinstance(t, GradModeVar) else \
+        RecordedContextVar(t.kind, t.enter_fn, t.exit_fn, t.args, t.fresh)
+    enter(frame, ctx)
+    try:
+        result = CALLS.call(frame, d.fn, args, kwargs)
+    except (Raised, PythonError):  # (an exception leaves the block: the mode is put back)
+        leave(frame, ctx)
+        raise
+    leave(frame, ctx)
+    return result
 
 
 def leave(frame, ctx: Var) -> None:

@@ -6,20 +6,21 @@ from __future__ import annotations
 
 import collections
 import functools
+import inspect
 import operator
 import sys
 import types
 
 import torch
 
-from ..errors import PythonError, Unsupported, python_error
-from ..guards.guard import AliasMatch, DistinctMatch, IdMatch
+from ..errors import PythonError, Raised, Unsupported, python_error, traced_error_type
+from ..guards.guard import AliasMatch, DistinctMatch, IdMatch, MemberMatch, TypeMatch
 from ..registry import Protocol
 from ..values.side_effects import DELETED
 from ..values.vars import (IMMUTABLE, AttrDictVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExceptionVar,
                            FunctionVar, GradModeVar, IdentityKey, InstanceVar, IteratorVar, ListVar, MethodVar,
-                           ObjectVar, PartialVar, RecordedContextVar, ScalarVar, SetVar, SuperVar, SymIntVar,
-                           TensorVar, TupleVar, Var, key_var, note_mutation)
+                           ModeDecoratedVar, ObjectVar, PartialVar, RecordedContextVar, ScalarVar, SetVar, SuperVar,
+                           SymIntVar, TensorVar, TupleVar, Var, key_var, note_mutation)
 from .iterators import deque_iterator, dict_iterator, set_iterator
 
 
@@ -54,7 +55,8 @@ MODULES = Protocol("MODULES", "rewrite.ops.core",  # ops/modules.py: nn.Sequenti
                    "iterate",  # (frame, ObjectVar) -> [Var] | None
                    "index")  # (frame, ObjectVar, index) -> Var | None
 ATTRDICT = Protocol("ATTRDICT", "rewrite.ops.core",  # ops/attrdict.py: `obj.__dict__` read and written key by key
-                    "getitem", "setitem", "contains")
+                    "getitem", "setitem", "contains",
+                    "whole")  # (frame, AttrDictVar) -> DictVar: a copy, its keys guarded
 OBJECTS = Protocol("OBJECTS", "rewrite.ops.core",  # ops/objects.py: attributes of real objects (ObjectVars)
                    "generic_getattr",  # (frame, ObjectVar, name, fallback) -> Var: object.__getattribute__
                    "raw_setattr")  # (frame, Var, name, value, plain=False) -> None: object.__setattr__, recorded
@@ -115,8 +117,11 @@ def foldable(v: Var) -> bool:
         return all(foldable(i) for i in v.items)
     if isinstance(v, DictVar):
         return all(foldable(i) for i in v.items.values())
+    if isinstance(v, DictViewVar):
+        return v.dict_var.py_type in (dict, collections.OrderedDict) and foldable(v.dict_var) and \
+            all(not isinstance(k, IdentityKey) for k in v.dict_var.items)
     if isinstance(v, ExceptionVar):
-        return all(foldable(i) for i in v.args)
+        return _plain_exception(v.cls) and all(foldable(i) for i in v.args + list(v.attrs.values()))
     if isinstance(v, SetVar):
         return all(k[0] == "value" for k in v.items)
     if isinstance(v, SymIntVar):
@@ -124,6 +129,19 @@ def foldable(v: Var) -> bool:
     if isinstance(v, ObjectVar):
         return isinstance(v.value, (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType))
     return False
+
+
+def _plain_exception(cls: type) -> bool:
+    """Whether an exception of `cls` may be computed with as a real one (its str, repr, fields):
+    no class of its own defines Python code other than `__init__` (which the trace ran)."""
+    for base in cls.__mro__:
+        if base.__module__ == "builtins":
+            return True
+        for name, value in base.__dict__.items():
+            if name not in ("__init__", "__dict__", "__weakref__", "__module__", "__qualname__", "__doc__") \
+                    and hasattr(type(value), "__get__"):
+                return False
+    return True
 
 
 def python_value(v: Var, what: str = "this operation"):
@@ -175,7 +193,7 @@ def python_type(v: Var) -> type:
         return type(v.value)
     if isinstance(v, TupleVar):
         return v.py_type
-    if isinstance(v, FunctionVar):
+    if isinstance(v, (FunctionVar, ModeDecoratedVar)):
         return types.FunctionType
     if isinstance(v, DictViewVar):
         return type(getattr({}, v.kind)())
@@ -198,14 +216,27 @@ def python_type(v: Var) -> type:
         if v.py_type is None:
             raise Unsupported("the type of an iterator whose class the tracer does not know")
         return v.py_type
-    return {BoundVar: types.MethodType, SuperVar: super, ListVar: list, DictVar: dict, MethodVar: types.MethodType}.get(type(v), object)
+    if isinstance(v, MethodVar):
+        return _method_type(v)
+    return {BoundVar: types.MethodType, SuperVar: super, ListVar: list, DictVar: dict}.get(type(v), object)
+
+
+def _method_type(m: MethodVar) -> type:
+    """The class of a bound method: a builtin's (`{}.get`: builtin_function_or_method, `[].__len__`:
+    method-wrapper) or a Python function's (MethodType)."""
+    static = inspect.getattr_static(python_type(m.self_var), m.name, None)
+    if isinstance(static, types.MethodDescriptorType):
+        return types.BuiltinMethodType
+    if isinstance(static, types.WrapperDescriptorType):
+        return types.MethodWrapperType
+    return types.MethodType
 
 
 def is_callable(v: Var) -> bool:
     """callable(v), for any kind of Var."""
     if isinstance(v, (ConstVar, ObjectVar)):
         return callable(v.value)
-    if isinstance(v, (FunctionVar, MethodVar, BoundVar, PartialVar)):
+    if isinstance(v, (FunctionVar, MethodVar, BoundVar, PartialVar, ModeDecoratedVar)):
         return True
     if isinstance(v, (InstanceVar, ExceptionVar)):
         return class_attr(v.cls, "__call__") not in (_MISSING, None)
@@ -394,9 +425,36 @@ def unpack(frame, v: Var) -> list[Var]:
         if items is not None:
             return items
     it = _user_iter(frame, v)
+    if it is None and _old_sequence(v):
+        it = _sequence_iterator(frame, v)
     if it is not None:
         return unpack(frame, it)
     raise Unsupported(f"iteration over {describe(v)}")
+
+
+def check_iterable(v: Var) -> None:
+    """iter(v)'s TypeError where Python cannot iterate `v` (what iter(), `for`, list(), tuple()
+    raise; other places word it their own way and are not checked here)."""
+    if _not_iterable(v):
+        raise python_error(TypeError, f"'{python_type(v).__name__}' object is not iterable")
+
+
+def _not_iterable(v: Var) -> bool:
+    """A value Python cannot iterate: a number or None, an exception, a function, an object of a
+    class of the user's with neither __iter__ nor __getitem__ (its metaclass plain)."""
+    if isinstance(v, ConstVar):
+        return type(v.value) in (int, float, complex, bool, type(None))
+    if isinstance(v, (ExceptionVar, FunctionVar)):
+        return not hasattr(python_type(v), "__iter__") and not hasattr(python_type(v), "__getitem__")
+    if USER.is_user_object(v):
+        cls = type_of_user(v)
+        return type(cls) is type and all(class_attr(cls, n) is _MISSING for n in ("__iter__", "__getitem__"))
+    return False
+
+
+def _old_sequence(v: Var) -> bool:
+    """An object iterated through its `__getitem__` (its class has no `__iter__`)."""
+    return USER.is_user_object(v) and class_attr(type_of_user(v), "__getitem__") not in (_MISSING, None)
 
 
 def unpack_targets(frame, v: Var, before: int, star: bool = False, after: int = 0) -> list[Var]:
@@ -445,6 +503,9 @@ def _user_iter(frame, v: Var):
     it = USER.call_dunder(frame, v, "__iter__")
     if it is None:
         it = USER.base_protocol(frame, v, "__iter__")
+    if it is None and isinstance(v, ObjectVar) and isinstance(v.value, type) and \
+            isinstance(class_attr(type(v.value), "__iter__"), types.FunctionType):  # a class its metaclass iterates
+        it = CALLS.call(frame, ObjectVar(class_attr(type(v.value), "__iter__")), [v], {})
     if it is None or isinstance(it, IteratorVar):
         return it
     if isinstance(it, (ListVar, TupleVar, DictVar, DictViewVar)):
@@ -469,10 +530,49 @@ def iterate(frame, v: Var) -> IteratorVar:
     it = _user_iter(frame, v)
     if it is not None:
         return it
+    if _old_sequence(v):
+        return _sequence_iterator(frame, v)
+    check_iterable(v)
     return IteratorVar(unpack(frame, v), py_type=_iterator_type(v))
 
 
 LIST_ITERATOR = type(iter([]))
+
+
+class _Sequence:
+    def __getitem__(self, i):
+        raise IndexError(i)
+
+
+SEQUENCE_ITERATOR = type(iter(_Sequence()))
+
+
+def type_of_user(v: Var) -> type:
+    return v.cls if isinstance(v, InstanceVar) else type(v.value)
+
+
+def _sequence_iterator(frame, v: Var) -> IteratorVar:
+    """iter(v) for an object whose class has `__getitem__` and no `__iter__` (the old sequence
+    protocol): v[0], v[1], ... each asked for at its step, until IndexError or StopIteration;
+    exhausted for good from then on."""
+    state = [0, False]  # the next index, done
+
+    def step():
+        if state[1]:
+            return None
+        try:
+            item = getitem(frame, v, ConstVar(state[0]))
+        except (PythonError, Raised) as e:
+            error = traced_error_type(e)
+            if error is None or not issubclass(error, (IndexError, StopIteration)):
+                raise
+            state[1] = True
+            return None
+        state[0] += 1
+        return item
+    step.snapshot = lambda: tuple(state)
+    step.restore = lambda saved: state.__setitem__(slice(None), saved)
+    return IteratorVar(step=step, py_type=SEQUENCE_ITERATOR)
 
 
 def _iterator_type(v: Var) -> type | None:
@@ -524,6 +624,13 @@ def contains(frame, container: Var, item: Var) -> bool:
         return fold(operator.contains, container.value, python_value(item, "`in`"))
     if isinstance(container, ConstVar):
         return fold(operator.contains, container.value, python_value(item, "`in`"))
+    if isinstance(container, ObjectVar) and type(container.value) is set and container.source is not None:
+        return _in_set(frame, container, item)
+    if isinstance(container, IteratorVar):  # consumed up to the first equal item, as CPython's search
+        while (el := container.next()) is not None:
+            if _is_member(el, item):
+                return True
+        return False
     if isinstance(container, AttrDictVar):
         return ATTRDICT.contains(frame, container, item)
     user = USER.call_dunder(frame, container, "__contains__", item)
@@ -533,12 +640,29 @@ def contains(frame, container: Var, item: Var) -> bool:
     if inherited is not None:
         return truthy(frame, inherited)
     it = _user_iter(frame, container)
+    if it is None and _old_sequence(container):
+        it = _sequence_iterator(frame, container)
     if it is not None:  # (item by item, up to the first equal one, as CPython's search)
         while (el := it.next()) is not None:
             if _is_member(el, item):
                 return True
         return False
     raise Unsupported(f"`in` on {describe(container)}")
+
+
+def _in_set(frame, s: ObjectVar, item: Var) -> bool:
+    """`item in s` for a set that came in: guarded on the answer (the item a constant that hashes
+    and compares without user code: a builtin value, a class, a function)."""
+    if frame.tracer.side_effects.changed(s.source):
+        raise Unsupported("`in` on a set that came in and that the call changed")
+    value = python_value(item, "`in`") if isinstance(item, (ConstVar, SymIntVar)) or isinstance(item, ObjectVar) \
+        and isinstance(item.value, (type, types.FunctionType, types.BuiltinFunctionType)) else None  # (a size: its value)
+    if value is None and not (isinstance(item, ConstVar) and item.value is None):
+        raise Unsupported(f"`in` on a set that came in, of {describe(item)}")
+    found = fold(operator.contains, s.value, value)
+    frame.tracer.guards.add(TypeMatch(s.source, set))
+    frame.tracer.guards.add(MemberMatch(s.source, value, found))
+    return found
 
 
 def _is_member(el: Var, item: Var) -> bool:

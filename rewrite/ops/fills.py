@@ -33,9 +33,9 @@ import dataclasses
 
 from ..errors import Unsupported, python_error
 from ..guards.source import BaseCopySource
-from ..values.vars import ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, SetVar, Var, key_var
+from ..values.vars import AttrDictVar, ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, SetVar, Var, key_var
 from . import sets
-from .core import describe, find_key, is_same, iterate, mutating, unpack
+from .core import ATTRDICT, describe, find_key, is_same, iterate, mutating, unpack
 
 EACH, WHOLE = "each", "whole"
 COPY, NOTHING, CLEAR = "copy", "nothing", "clear"
@@ -153,7 +153,7 @@ def _consume(frame, r: Fill, target: Var, name: str, arg: Var) -> None:
     """One argument of an EACH row: item by item, each put before the next is asked for."""
     if _is_target(frame, arg, target):
         return _itself(frame, r, target)
-    if isinstance(target, SetVar) and _set_like(arg):  # (no code of the user's runs in between)
+    if isinstance(target, SetVar) and set_like(arg):  # (no code of the user's runs in between)
         other, real = sets.operand(frame, arg)
         return _set_with(target, name, r, other.items, real)
     mapping = _mapping(frame, arg) if isinstance(target, DictVar) else None
@@ -172,7 +172,7 @@ def inplace(frame, sym: str, a: Var, b: Var) -> Var | None:
     in place (a frozenset, a set with a non-set operand: the plain operator decides)."""
     name = INPLACE.get(sym)
     r = row(a, name) if name is not None else None
-    if r is None or r.sets_only and not _set_like(b):
+    if r is None or r.sets_only and not set_like(b):
         return None
     fill(frame, a, name, [b], {})
     return a
@@ -198,7 +198,7 @@ def _itself(frame, r: Fill, target: Var) -> None:
             put(frame, target, item, i)
 
 
-def _set_like(v: Var) -> bool:
+def set_like(v: Var) -> bool:
     return isinstance(v, SetVar) or isinstance(v, ConstVar) and isinstance(v.value, (set, frozenset))
 
 
@@ -211,6 +211,8 @@ def _mapping(frame, arg: Var) -> DictVar | None:
                 and not issubclass(arg.cls, OrderedDict):
             raise Unsupported(f"dict.update from {describe(arg)}, whose keys or items are its own")
         return arg.base
+    if isinstance(arg, AttrDictVar):
+        return ATTRDICT.whole(frame, arg)
     if isinstance(arg, ObjectVar) and hasattr(arg.value, "keys"):
         raise Unsupported(f"dict.update from {describe(arg)} (a mapping read through its keys())")
     return None

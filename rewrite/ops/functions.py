@@ -20,17 +20,21 @@ from __future__ import annotations
 import inspect
 import types
 
+import torch
+
+from ..bytecode import compat
 from ..errors import Unsupported, python_error
 from ..guards.guard import EqualsMatch, HasAttrMatch, IdMatch, KeysMatch, LenMatch, TypeMatch
 from ..guards.source import AttrSource, ItemSource, is_literal
-from ..values.side_effects import location
-from ..values.vars import IMMUTABLE, BoundVar, ConstVar, DictVar, FunctionVar, MethodVar, ObjectVar, TupleVar, Var
-from .core import const, describe, fold, python_value, rule
+from ..values.side_effects import DELETED, location
+from ..values.vars import (IMMUTABLE, BoundVar, ConstVar, DictVar, FunctionVar, MethodVar, ObjectVar, TupleVar, Var,
+                           note_mutation)
+from .core import const, describe, fold, python_type, python_value, rule
 from .instances import class_source
 
 # attributes of a function that are its state, read as the value they hold now (guarded on it)
 FUNCTION_VALUES = {"__name__", "__qualname__", "__module__", "__doc__", "__defaults__", "__kwdefaults__",
-                   "__annotations__"}
+                   "__annotations__"} | ({"__type_params__"} if compat.FUNCTION_TYPE_PARAMS else set())
 # attributes of a code object: constants (code objects are immutable; its identity is guarded)
 CODE_CONSTANTS = {"co_argcount", "co_posonlyargcount", "co_kwonlyargcount", "co_nlocals", "co_flags",
                   "co_stacksize", "co_firstlineno", "co_name", "co_qualname", "co_filename", "co_varnames",
@@ -76,10 +80,105 @@ def _immutable(value) -> bool:
     return type(value) in IMMUTABLE
 
 
+# --- methods and builtin functions ------------------------------------------------------------------
+# builtin callables: immutable (no attribute can be set on them), so what they say of themselves is constant
+BUILTIN_CALLABLES = (types.BuiltinFunctionType, types.MethodDescriptorType, types.WrapperDescriptorType,
+                     types.MethodWrapperType, types.ClassMethodDescriptorType, types.GetSetDescriptorType,
+                     types.MemberDescriptorType)
+# what a method says of itself that its function (or builtin) says, not its object
+OWN_NAMES = ("__name__", "__qualname__", "__doc__", "__module__", "__text_signature__")
+
+
+def builtin_attr(frame, var: ObjectVar, name: str) -> Var | None:
+    """`len.__name__`, `next.__self__`, `dict.get.__qualname__`: attributes of a builtin callable
+    (None: not one). `__self__` of a bound builtin keeps its source (its object may change)."""
+    value = var.value
+    if not isinstance(value, BUILTIN_CALLABLES):
+        return None
+    if name == "__self__" and isinstance(value, (types.BuiltinFunctionType, types.MethodWrapperType)):
+        return frame.tracer.wrap(value.__self__, AttrSource(var.source, name) if var.source is not None else None)
+    attr = fold(getattr, value, name)
+    return const(attr) if type(attr) in IMMUTABLE else ObjectVar(attr)
+
+
+def _standin(cls: type):
+    """An object of the builtin class `cls` derives from (a bound builtin method's own names do
+    not depend on its object), or None."""
+    if cls.__module__ in ("builtins", "collections"):  # (a builtin class: one of its own, where one is made bare)
+        try:
+            return cls()
+        except TypeError:
+            pass
+    for base in cls.__mro__:
+        if base is torch.Tensor:
+            return torch.empty(0)
+        if base in (list, dict, set, frozenset, tuple, str, bytes, bytearray, int, float, complex, object):
+            return base()
+    return None
+
+
+def bound_standin(m: MethodVar):
+    """The real bound method `m` stands for, bound to a stand-in object of its class's builtin
+    base (what its type and own names are), or None where the method is no builtin's."""
+    cls = python_type(m.self_var)
+    static = inspect.getattr_static(cls, m.name, None)
+    if isinstance(static, (types.FunctionType, staticmethod, classmethod, property)) or static is None:
+        return None
+    standin = _standin(cls)
+    return getattr(standin, m.name, None) if standin is not None else None
+
+
+def method_attr(frame, m: Var, name: str) -> Var:
+    """`name` of a bound method: `__self__` is its object; `__func__` (of a Python function's)
+    the function; its own names (`__name__`, `__qualname__`, ...) its function's or builtin's."""
+    self_var = m.self_var
+    if name == "__self__":
+        return self_var
+    if isinstance(m, BoundVar):
+        func = frame.tracer.wrap(m.func, m.func_source) if m.func_source is not None else ObjectVar(m.func)
+        if name == "__func__" and isinstance(m.func, types.FunctionType):
+            return func
+        if name in OWN_NAMES:
+            found = function_attr(frame, func, name) if isinstance(m.func, types.FunctionType) else \
+                builtin_attr(frame, func, name)
+            if found is not None:
+                return found
+    else:
+        cls = python_type(self_var)
+        static = inspect.getattr_static(cls, m.name, None)
+        if isinstance(static, types.FunctionType):  # a Python class's method (found and guarded on the class)
+            func = frame.tracer.wrap(static, AttrSource(class_source(self_var.source, cls), m.name)) \
+                if self_var.source is not None else ObjectVar(static)
+            if name == "__func__":
+                return func
+            if name in OWN_NAMES:
+                return function_attr(frame, func, name)
+        bound = bound_standin(m)
+        if bound is not None and name in OWN_NAMES:
+            return const(fold(getattr, bound, name))
+        if isinstance(static, (types.MethodDescriptorType, types.WrapperDescriptorType)) and name in OWN_NAMES \
+                and name != "__module__":  # (no stand-in object: a generator's `throw`) what the descriptor says
+            return const(fold(getattr, static, name))
+    raise Unsupported(f"attribute {name!r} of {describe(m)}")
+
+
 # --- functions made while tracing ---------------------------------------------------------------------
 def made_function_attr(frame, fn: FunctionVar, name: str) -> Var:
-    """`name` of a function made while tracing (a FunctionVar): what MAKE_FUNCTION gave it."""
+    """`name` of a function made while tracing (a FunctionVar): what the code set on it, else
+    what MAKE_FUNCTION gave it."""
     code = fn.code
+    if name in fn.fields:
+        return fn.fields[name]
+    if name == "__dict__":
+        return function_dict(fn)
+    if fn.attrs is not None and name in fn.attrs.items:
+        return fn.attrs.items[name]
+    if name == "__annotations__":  # (made on first read, and kept, as CPython's)
+        note_mutation(fn)
+        fn.fields[name] = DictVar({})
+        return fn.fields[name]
+    if name == "__type_params__" and compat.FUNCTION_TYPE_PARAMS:
+        return TupleVar([])
     if name == "__name__":
         return ConstVar(code.co_name)
     if name == "__qualname__":
@@ -103,6 +202,63 @@ def made_function_attr(frame, fn: FunctionVar, name: str) -> Var:
     if hasattr(types.FunctionType, name):  # __globals__, __closure__, __dict__, __annotations__, methods
         raise Unsupported(f"attribute {name!r} of a function made in the call ({code.co_qualname})")
     raise python_error(AttributeError, f"'function' object has no attribute {name!r}")
+
+
+def function_dict(fn: FunctionVar) -> DictVar:
+    """The `__dict__` of a function made in the call: empty until something is set in it."""
+    if fn.attrs is None:
+        note_mutation(fn)
+        fn.attrs = DictVar({})
+    return fn.attrs
+
+
+def set_made_function_attr(frame, fn: FunctionVar, name: str, value) -> None:
+    """`fn.name = value` (DELETED: `del`) on a function made in the call, checked as CPython's
+    setters check it (functools.wraps, @contextmanager, `fn.calls = 0`)."""
+    note_mutation(fn)
+    if name in ("__name__", "__qualname__"):
+        if value is DELETED or not (isinstance(value, ConstVar) and isinstance(value.value, str)):
+            raise python_error(TypeError, f"{name} must be set to a string object")
+        fn.fields[name] = value
+    elif name in ("__doc__", "__module__"):
+        fn.fields[name] = ConstVar(None) if value is DELETED else value
+    elif name == "__annotations__":
+        if value is DELETED or isinstance(value, ConstVar) and value.value is None:
+            fn.fields.pop(name, None)
+        elif isinstance(value, DictVar) and value.py_type is dict:
+            fn.fields[name] = value
+        else:
+            raise python_error(TypeError, "__annotations__ must be set to a dict object")
+    elif name == "__defaults__":
+        if value is DELETED or isinstance(value, ConstVar) and value.value is None:
+            fn.defaults = ()
+        elif isinstance(value, TupleVar) and value.py_type is tuple:
+            fn.defaults = tuple(value.items)
+        else:
+            raise python_error(TypeError, "__defaults__ must be set to a tuple object")
+    elif name == "__kwdefaults__":
+        if value is DELETED or isinstance(value, ConstVar) and value.value is None:
+            fn.kwdefaults = {}
+        elif isinstance(value, DictVar) and value.py_type is dict and all(type(k) is str for k in value.items):
+            fn.kwdefaults = dict(value.items)
+        else:
+            raise python_error(TypeError, "__kwdefaults__ must be set to a dict object")
+    elif name == "__type_params__" and compat.FUNCTION_TYPE_PARAMS:
+        if value is DELETED or not (isinstance(value, TupleVar) and value.py_type is tuple):
+            raise python_error(TypeError, "__type_params__ must be set to a tuple")
+        fn.fields[name] = value
+    elif name in ("__code__", "__globals__", "__closure__", "__dict__", "__builtins__", "__class__"):
+        raise Unsupported(f"assignment to {name} of a function made in the call ({fn.code.co_qualname})")
+    elif value is DELETED:
+        attrs = function_dict(fn)
+        if name not in attrs.items:
+            raise python_error(AttributeError, f"'function' object has no attribute {name!r}")
+        note_mutation(attrs)
+        del attrs.items[name]
+    else:
+        attrs = function_dict(fn)
+        note_mutation(attrs)
+        attrs.items[name] = value
 
 
 # --- inspect.signature --------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import abc
 import collections
+import functools
+import operator
 import types
 
 import torch
@@ -18,10 +20,10 @@ import torch
 from ..errors import PythonError, Raised, Unsupported, python_error, traced_error_type
 from ..guards.source import AttrSource, ItemSource, TypeSource
 from ..values.side_effects import DELETED
-from ..values.vars import (BoundVar, ConstVar, DictVar, InstanceVar, ListVar, ObjectVar, ScalarVar, SuperVar,
-                           SymIntVar, TensorVar, TupleVar, Var, mutations, note_mutation)
+from ..values.vars import (BoundVar, ConstVar, DictVar, ExceptionVar, InstanceVar, ListVar, ObjectVar, ScalarVar,
+                           SuperVar, SymIntVar, TensorVar, TupleVar, Var, mutations, note_mutation)
 from . import bases
-from .core import _MISSING, CALLS, OBJECTS, USER, class_attr, const, describe, is_same, python_type, truthy
+from .core import _MISSING, BUILTINS, CALLS, OBJECTS, USER, class_attr, const, describe, is_same, python_type, truthy
 
 METACLASSES = (type, abc.ABCMeta)
 # the `__getattribute__` slots of builtin types that are Python's generic lookup (what
@@ -47,7 +49,11 @@ def new_instance(cls, attrs: dict, items: dict | list | None = None):
         setitem = collections.OrderedDict.__setitem__ if isinstance(obj, collections.OrderedDict) else dict.__setitem__
         for k, v in items.items():
             setitem(obj, k, v)
-    object.__getattribute__(obj, "__dict__").update(attrs)  # (past a __getattribute__ of the class's own)
+    if cls.__dictoffset__ and not any("__slots__" in c.__dict__ for c in cls.__mro__):
+        object.__getattribute__(obj, "__dict__").update(attrs)  # (past a __getattribute__ of the class's own)
+    else:
+        for name, value in attrs.items():  # (slots: each set through its descriptor)
+            object.__setattr__(obj, name, value)
     return obj
 
 
@@ -67,12 +73,9 @@ def why_not_constructible(cls: type) -> str | None:
     for base in cls.__mro__[:-1]:
         if not _heap_type(base) and base not in CONTAINER_BASES:
             return f"it derives from {base.__qualname__}"
-        if base.__dict__.get("__slots__", ()):
-            return "it has __slots__"
-    if not cls.__dictoffset__:
-        return "its objects have no __dict__"
-    if cls.__new__ not in (object.__new__, dict.__new__, list.__new__):
-        return "it defines __new__"
+    if cls.__new__ not in (object.__new__, dict.__new__, list.__new__) and \
+            not isinstance(class_attr(cls, "__new__"), staticmethod):
+        return "its __new__ is not a Python function"
     if own_getattribute(cls) is None and cls.__getattribute__ not in GENERIC_GETATTRIBUTE:
         return "it defines __getattribute__"
     if class_attr(cls, "__del__") is not _MISSING:
@@ -83,13 +86,43 @@ def why_not_constructible(cls: type) -> str | None:
     return None
 
 
-def construct(frame, cls_var: ObjectVar, args, kwargs) -> InstanceVar:
+def allocate(frame, cls_var: ObjectVar) -> InstanceVar:
+    """`object.__new__(cls)`: an object of `cls` with nothing set on it."""
     cls = cls_var.value
     why = why_not_constructible(cls)
     if why is not None:
         raise Unsupported(f"constructing {cls.__module__}.{cls.__qualname__} while tracing ({why})")
     base = DictVar({}) if issubclass(cls, dict) else ListVar([]) if issubclass(cls, list) else None
-    inst = InstanceVar(cls, cls_var.source, base)
+    return InstanceVar(cls, cls_var.source, base)
+
+
+def _object_new(frame, args, kwargs):
+    """`object.__new__(cls)` (`super().__new__(cls)` in a class's own __new__)."""
+    if not args or not isinstance(args[0], ObjectVar) or not isinstance(args[0].value, type):
+        raise Unsupported(f"object.__new__({', '.join(map(describe, args))})")
+    cls = args[0].value
+    if len(args) > 1 or kwargs:  # (object_new's excess-argument checks)
+        if cls.__new__ is not object.__new__:
+            raise python_error(TypeError, "object.__new__() takes exactly one argument (the type to instantiate)")
+        if cls.__init__ is object.__init__:
+            raise python_error(TypeError, f"{cls.__name__}() takes no arguments")
+    return allocate(frame, args[0])
+
+
+def construct(frame, cls_var: ObjectVar, args, kwargs) -> Var:
+    cls = cls_var.value
+    new = class_attr(cls, "__new__")
+    if isinstance(new, staticmethod):  # the class's own __new__, traced; __init__ runs on what it made
+        made = frame.tracer.inline(new.__func__, [cls_var, *args], kwargs, None, frame)
+        if not (isinstance(made, InstanceVar) and issubclass(made.cls, cls)):
+            return made
+        init = class_attr(made.cls, "__init__")
+        if isinstance(init, types.FunctionType):
+            result = frame.tracer.inline(init, [made, *args], kwargs, _on_class(made, "__init__"), frame)
+            if not (isinstance(result, ConstVar) and result.value is None):
+                raise Unsupported(f"{cls.__qualname__}.__init__ returned {describe(result)} (the call raises eagerly)")
+        return made
+    inst = allocate(frame, cls_var)
     tracer = frame.tracer
     before = (tracer.graph.mark()[1], len(tracer.side_effects.stores), len(tracer.side_effects.containers), mutations())
     init = class_attr(cls, "__init__")
@@ -180,6 +213,13 @@ def hooked_getattr(frame, v: Var, name: str, hook) -> Var:
     return getattr_fallback(frame, v, name)
 
 
+def _hashable_in(value, table: dict) -> bool:
+    try:
+        return value in table
+    except TypeError:
+        return False
+
+
 def type_of(v: Var) -> type:
     if isinstance(v, InstanceVar):
         return v.cls
@@ -225,6 +265,25 @@ def generic_getattr_instance(frame, inst: InstanceVar, name: str, fallback: bool
     source = _on_class(inst, name)
     if isinstance(static, property):
         return _property_get(frame, inst, static, name, source)
+    if is_cached_property(static) and static.attrname is not None and not inst.cls.__dictoffset__:
+        raise python_error(TypeError, f"No '__dict__' attribute on {inst.cls.__name__!r} instance to cache "
+                                      f"{static.attrname!r} property.")
+    if is_cached_property(static) and static.attrname is not None:
+        # computed once, kept in the object's __dict__ (its lock is for threads that share the object)
+        if static.attrname in inst.attrs:
+            return inst.attrs[static.attrname]
+        value = frame.tracer.inline(static.func, [inst], {}, AttrSource(source, "func") if source else None, frame)
+        store(inst, static.attrname, value)
+        return value
+    if is_slot(inst.cls, static):  # a __slots__ name: what the object holds there, if anything
+        if name in inst.attrs:
+            return inst.attrs[name]
+        found = getattr_fallback(frame, inst, name) if fallback else None
+        if found is not None:
+            return found
+        raise python_error(AttributeError, _error_of(getattr, inst.cls, name))
+    if name == "__dict__" and not inst.cls.__dictoffset__:
+        raise python_error(AttributeError, _error_of(getattr, inst.cls, name))
     if static is not _MISSING and hasattr(type(static), "__set__"):
         raise Unsupported(f"descriptor {name!r} of class {inst.cls.__qualname__} ({type(static).__qualname__})")
     if inst.base is not None and bases.is_base_method(static) and name not in inst.attrs:
@@ -266,7 +325,7 @@ def setattr_instance(frame, inst: InstanceVar, name: str, value) -> None:
         frame.tracer.inline(fn, [inst] + ([] if value is DELETED else [value]), {},
                             AttrSource(source, which) if source else None, frame)
         return
-    if static is not _MISSING and hasattr(type(static), "__set__"):
+    if static is not _MISSING and hasattr(type(static), "__set__") and not is_slot(inst.cls, static):
         raise Unsupported(f"assignment to descriptor {name!r} of class {inst.cls.__qualname__}")
     slot = "__delattr__" if value is DELETED else "__setattr__"
     hook = class_attr(inst.cls, slot)
@@ -277,11 +336,39 @@ def setattr_instance(frame, inst: InstanceVar, name: str, value) -> None:
     store(inst, name, value)
 
 
+def is_cached_property(static) -> bool:
+    """functools.cached_property (or the same class of a fresh import of functools)."""
+    return isinstance(static, functools.cached_property) or \
+        type(static).__qualname__ == "cached_property" and type(static).__module__ == "functools"
+
+
+def is_slot(cls: type, static) -> bool:
+    """Whether `static` (found on `cls`) is a slot a class statement's `__slots__` made."""
+    return isinstance(static, types.MemberDescriptorType) and _heap_type(static.__objclass__) \
+        and static.__objclass__ in cls.__mro__
+
+
+def _error_of(op, cls: type, name: str, *value) -> str:
+    """The message of the AttributeError `op` raises for `name` on an empty object of `cls`
+    (this Python's own words: a slot not set, no __dict__ to set a name in)."""
+    try:
+        op(object.__new__(cls), name, *value)
+    except AttributeError as e:
+        return str(e)
+    raise Unsupported(f"{op.__name__}({cls.__qualname__!r}, {name!r}) did not raise")
+
+
 def store(inst: InstanceVar, name: str, value) -> None:
     """object.__setattr__ / object.__delattr__ on an object the trace made."""
+    static = class_attr(inst.cls, name)
+    if not inst.cls.__dictoffset__ and not is_slot(inst.cls, static):  # no __dict__, no such slot
+        op = (delattr,) if value is DELETED else (setattr, None)
+        raise python_error(AttributeError, _error_of(op[0], inst.cls, name, *op[1:]))
     note_mutation(inst)
     if value is DELETED:
         if name not in inst.attrs:
+            if is_slot(inst.cls, static):
+                raise python_error(AttributeError, _error_of(delattr, inst.cls, name))
             raise Unsupported(f"del of attribute {name!r} it does not have (the call raises eagerly)")
         del inst.attrs[name]
     else:
@@ -333,7 +420,8 @@ def _object_init(frame, args, kwargs):
 
 
 OBJECT_SLOTS = {object.__setattr__: _object_setattr, object.__delattr__: _object_delattr,
-                object.__init__: _object_init, object.__getattribute__: _object_getattribute}
+                object.__init__: _object_init, object.__getattribute__: _object_getattribute,
+                object.__new__: _object_new}
 
 
 # --- super() ------------------------------------------------------------------------------------------
@@ -355,8 +443,8 @@ def make_super(frame, args) -> SuperVar:
 def getattr_super(frame, sup: SuperVar, name: str) -> Var:
     obj = sup.obj
     if isinstance(obj, ObjectVar) and isinstance(obj.value, type):
-        raise Unsupported(f"super() in a classmethod ({name})")
-    if not isinstance(obj, (InstanceVar, ObjectVar)):
+        return _getattr_super_of_class(frame, sup, name)
+    if not isinstance(obj, (InstanceVar, ObjectVar, ExceptionVar)):
         raise Unsupported(f"super() over {describe(obj)}")
     mro = type_of(obj).__mro__
     if sup.cls not in mro:
@@ -372,8 +460,8 @@ def getattr_super(frame, sup: SuperVar, name: str) -> Var:
                 static = object.__getattribute__
             if static in OBJECT_SLOTS:
                 return BoundVar(static, obj, None)
-        if bases.is_base_method(static):  # `super().get(key)`: the builtin's, on its part of obj
-            return BoundVar(static, obj, None)
+        if bases.is_base_method(static) or isinstance(obj, ExceptionVar) and _hashable_in(static, BUILTINS):
+            return BoundVar(static, obj, None)  # `super().get(key)`: the builtin's, on its part of obj
         if base is object:
             raise Unsupported(f"super().{name} resolves to object.{name}")
         source = None
@@ -382,6 +470,27 @@ def getattr_super(frame, sup: SuperVar, name: str) -> Var:
         if isinstance(static, property):
             return _property_get(frame, obj, static, name, source)
         return bind(frame, obj, static, name, source)
+    raise Unsupported(f"super() object has no attribute {name!r} (the call raises eagerly)")
+
+
+def _getattr_super_of_class(frame, sup: SuperVar, name: str) -> Var:
+    """`super().name` where the object is a class (in `__new__` or a classmethod): functions
+    unbound, classmethods bound to the class, staticmethods (`object.__new__`) as they are."""
+    cls = sup.obj.value
+    if not issubclass(cls, sup.cls):
+        raise Unsupported("super(type, cls): cls is not a subclass of type (the call raises eagerly)")
+    mro = cls.__mro__
+    for base in mro[mro.index(sup.cls) + 1:]:
+        if name not in base.__dict__:
+            continue
+        static = base.__dict__[name]
+        if static is object.__new__ or isinstance(static, types.FunctionType):
+            return ObjectVar(static)
+        if isinstance(static, staticmethod):
+            return ObjectVar(static.__func__)
+        if isinstance(static, classmethod):
+            return BoundVar(static.__func__, sup.obj, None)
+        raise Unsupported(f"super().{name} in a classmethod ({type(static).__qualname__})")
     raise Unsupported(f"super() object has no attribute {name!r} (the call raises eagerly)")
 
 
@@ -424,6 +533,8 @@ def call_bound(frame, b: BoundVar, args, kwargs) -> Var:
         return OBJECT_SLOTS[b.func](frame, [b.self_var, *args], kwargs)
     if bases.is_base_method(b.func):  # `super().get(key)` in a dict subclass
         return bases.call(frame, b.func, b.self_var, args, kwargs)
+    if not isinstance(b.func, types.FunctionType) and _hashable_in(b.func, BUILTINS):  # BaseException.__init__
+        return BUILTINS[b.func](frame, [b.self_var, *args], kwargs)
     return frame.tracer.inline(b.func, [b.self_var, *args], kwargs, b.func_source, frame)
 
 
@@ -439,6 +550,10 @@ def _not_implemented(v: Var) -> bool:
     return isinstance(v, ObjectVar) and v.value is NotImplemented
 
 
+BASE_COMPARISONS = {dict.__eq__: operator.eq, dict.__ne__: operator.ne, list.__eq__: operator.eq,
+                    list.__ne__: operator.ne}
+
+
 def _not_in_python(frame, self: Var, method: str, other: Var) -> Var | None:
     """`self.method(other)` when the class does not define it in Python: object's own
     (NotImplemented: None; its __ne__ inverts the class's __eq__); one of a builtin base
@@ -448,6 +563,13 @@ def _not_in_python(frame, self: Var, method: str, other: Var) -> Var | None:
         return _ne_by_eq(frame, self, other)
     if static is _MISSING or static is getattr(object, method, _MISSING):
         return None
+    if static in BASE_COMPARISONS and isinstance(self, InstanceVar) and self.base is not None:
+        # a dict or list subclass's inherited ==, !=: its builtin part compared (NotImplemented for another kind)
+        part = other.base if isinstance(other, InstanceVar) and other.base is not None else other
+        if type(part) is not type(self.base) or getattr(part, "py_type", None) not in (dict, list) and \
+                not isinstance(other, InstanceVar):
+            return ObjectVar(NotImplemented)
+        return CALLS.call(frame, ObjectVar(BASE_COMPARISONS[static]), [self.base, part], {})
     raise Unsupported(f"operator {method} of {type_of(self).__qualname__} inherited from "
                       f"{getattr(getattr(static, '__objclass__', None), '__qualname__', type(static).__qualname__)}")
 

@@ -24,7 +24,7 @@ import torch
 from ..errors import Unsupported, python_error
 from ..values.side_effects import DELETED
 from ..values.vars import (CellVar, ConstVar, DictVar, FunctionVar, IteratorVar, ListVar, ObjectVar, PartialVar,
-                           TensorVar, TupleVar, Var)
+                           SymIntVar, TensorVar, TupleVar, Var, note_mutation)
 from .builtins import attribute_name
 from .core import (BUILTINS, CALLS, MAX_ITEMS, const, describe, fold, foldable, getitem, is_callable, iterate,
                    python_value, rule, unpack)
@@ -39,14 +39,32 @@ def _values(args, kwargs, what):
 CLASS_BODY_NAMES = {"__name__", "__module__", "__qualname__", "__doc__"}
 
 
+def _make_real(cell) -> None:
+    """A cell of the enclosing function's that a class body reads: the body runs for real, so the
+    cell becomes a real one holding the value (a constant or a real object; from then on it is
+    read as real, and assigning it breaks the graph: the class's methods keep reading it)."""
+    if not isinstance(cell, CellVar):
+        raise Unsupported("a class body whose closure is not cells")
+    if cell.real is not None:
+        return
+    value = cell.contents
+    if value is None:
+        cell.real = types.CellType()
+    elif isinstance(value, (ConstVar, ObjectVar, SymIntVar)):  # (a size: specialized, as its value is read)
+        cell.real = types.CellType(value.python_value())
+    else:
+        raise Unsupported(f"a class body that uses the enclosing function's variable holding {describe(value)}")
+    note_mutation(cell)
+
+
 @rule(builtins.__build_class__)
 def _build_class(frame, args, kwargs):
     """A `class` statement: its body runs now, for real, when it reads nothing the guards miss."""
     body, name, *bases = args
     if not isinstance(body, FunctionVar) or body.defaults or body.kwdefaults:
         raise Unsupported(f"class statement with body {describe(body)}")
-    if any(not isinstance(c, CellVar) or c.real is None for c in body.closure):
-        raise Unsupported("a class body that uses the enclosing function's variables")
+    for cell in body.closure:
+        _make_real(cell)
     stored = set()
     for inst in __import__("dis").get_instructions(body.code):
         if inst.opname in ("STORE_NAME", "DELETE_NAME"):

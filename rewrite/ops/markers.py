@@ -89,7 +89,8 @@ PYTHON_HELPERS = {
 # torch's modules whose functions are Python over Python objects (an optimizer, its state, its
 # param groups, a GradScaler): traced as Python, not recorded as one op each as torch's tensor
 # functions are; at a graph break their frames compile on their own, as the user's do
-PYTHON_MODULES = ("torch.optim.", "torch.amp.grad_scaler.", "torch.utils._foreach_utils.")
+PYTHON_MODULES = ("torch.optim.", "torch.amp.grad_scaler.", "torch.utils._foreach_utils.", "torch.utils._pytree.",
+                  "torch.testing.")
 
 
 def python_library(fn) -> bool:

@@ -3,30 +3,33 @@ from __future__ import annotations
 
 import collections
 import inspect
+import operator
+import re
 import types
 import weakref
 
 import torch
 
 from ..errors import Unsupported, python_error
-from ..guards.guard import IdMatch, NotInDictMatch
+from ..guards.guard import HasAttrMatch, IdMatch, NotInDictMatch
 from ..guards.source import AttrSource, ModuleAttrSource, ObjectAttrSource
 from ..registry import ALLOWED
 from ..values.side_effects import DELETED, location
-from ..values.vars import (BoundVar, ConstVar, DictVar, DictViewVar, ListVar, MethodVar, ObjectVar, TensorVar,
-                           TupleVar, Var, key_var)
-from . import attrdict, bases, context_vars, markers
+from ..values.vars import (BoundVar, ConstVar, DictVar, DictViewVar, InstanceVar, ListVar, MethodVar, ObjectVar,
+                           TensorVar, TupleVar, Var, key_var)
+from . import attrdict, bases, context_vars, fills, markers
 from .bases import METHODS
-from .core import OBJECTS, const, describe, find_key, fold, foldable, mutating, python_value, sort_items, unpack
-from .functions import function_attr
-from .instances import (_MISSING, GENERIC_GETATTRIBUTE, OBJECT_SLOTS, _on_class, bind, class_attr, class_source,
-                        getattr_fallback, hooked_getattr, own_getattribute)
+from .core import CALLS, OBJECTS, const, describe, find_key, fold, foldable, mutating, python_value, sort_items, unpack
+from .functions import builtin_attr, function_attr
+from .instances import (_MISSING, GENERIC_GETATTRIBUTE, OBJECT_SLOTS, _heap_type, _on_class, bind, class_attr,
+                        class_source, getattr_fallback, hooked_getattr, own_getattribute)
 from .tensors import missing_attribute, read_state
 
 # modules whose attributes are taken as constants without a guard (Dynamo does the same for torch)
 TRUSTED_MODULES = ("torch", "math", "operator", "builtins", "typing", "numbers", "functools", "itertools",
                    "collections", "dataclasses", "enum", "types")
 TYPE_INFO = (torch.finfo, torch.iinfo)
+CONSTANT_OBJECTS = TYPE_INFO + (re.Pattern, re.Match)  # immutable objects: what they hold is constant
 BUILTIN_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)  # read from a class: unbound
 # read from a class as constants (its identity is guarded)
 CLASS_METADATA = {"__name__", "__qualname__", "__module__", "__doc__", "__mro__", "__bases__"}
@@ -97,7 +100,12 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
     static = class_attr(value, name)
     if static is _MISSING:
         static = inspect.getattr_static(value, name, _MISSING)  # the metaclass's
-    if static is _MISSING:
+    if static is _MISSING:  # eager's AttributeError (`type(exit).__exit__` in ExitStack.push); a class
+        if hasattr(type(value), "__getattr__") or type(value).__getattribute__ is not type.__getattribute__:
+            raise Unsupported(f"class {value.__qualname__} has no attribute {name!r} (its metaclass has __getattr__)")
+        if source is not None:  # that came in may gain it: guarded absent
+            tracer.guards.add(HasAttrMatch(source.base, name, False))
+        fold(getattr, value, name)
         raise Unsupported(f"class {value.__qualname__} has no attribute {name!r}")
     if isinstance(static, types.WrapperDescriptorType) and static in OBJECT_SLOTS:  # object.__setattr__
         return ObjectVar(static)
@@ -107,6 +115,12 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
         return BoundVar(static.__func__, var, AttrSource(source, "__func__") if source is not None else None)
     if isinstance(static, BUILTIN_METHODS):  # `list.__getitem__`, `dict.get`: the unbound builtin
         return tracer.wrap(static, source) if source is not None else ObjectVar(static)
+    get = class_attr(type(static), "__get__") if not isinstance(static, type) else _MISSING
+    if isinstance(get, types.FunctionType):  # a descriptor of Python code read from the class: its
+        descriptor = tracer.wrap(static, source) if source is not None else ObjectVar(static)  # __get__(None, cls)
+        return tracer.inline(get, [descriptor, ConstVar(None), var], {}, None, frame)
+    if isinstance(static, types.ClassMethodDescriptorType) and not _heap_type(value):  # int.from_bytes
+        return ObjectVar(getattr(value, name))
     if isinstance(static, property) or hasattr(type(static), "__get__") and \
             not isinstance(static, types.FunctionType):
         raise Unsupported(f"descriptor {name!r} of class {value.__qualname__}")
@@ -128,8 +142,8 @@ def generic_getattr(frame, var: ObjectVar, name: str, fallback: bool = True) -> 
         deleted = stored is DELETED
         if stored is not None and not deleted:  # written earlier in this trace
             return stored
-    if isinstance(value, TYPE_INFO) or _type_expression(value):  # torch.finfo(dtype).eps, (int | None).__args__:
-        return const(fold(getattr, value, name))  # constants of a constant
+    if isinstance(value, CONSTANT_OBJECTS) or _type_expression(value):  # torch.finfo(dtype).eps, (int | None).__args__,
+        return const(fold(getattr, value, name))  # pattern.search: constants of a constant (their methods fold)
     if context_vars.is_context_var(value) and name in context_vars.METHODS:
         return MethodVar(var, name)
     if type(value) is types.SimpleNamespace and name in value.__dict__:
@@ -138,6 +152,9 @@ def generic_getattr(frame, var: ObjectVar, name: str, fallback: bool = True) -> 
         found = function_attr(frame, var, name)
         if found is not None:
             return found
+    found = builtin_attr(frame, var, name)  # (None: no builtin callable)
+    if found is not None:
+        return found
     if not raw and type(value).__getattribute__ not in GENERIC_GETATTRIBUTE and not isinstance(value, torch.nn.Module):
         raise Unsupported(f"attribute of {describe(var)}, whose class defines __getattribute__")
     inst_dict = getattr(value, "__dict__", None) if not raw else _raw_dict(value)
@@ -173,6 +190,12 @@ def generic_getattr(frame, var: ObjectVar, name: str, fallback: bool = True) -> 
         if on_class is not None and inst_dict is not None:
             tracer.guards.add(NotInDictMatch(var.source, name, raw))
         return bind(frame, var, static, name, on_class)
+    if isinstance(static, BUILTIN_METHODS) and (inst_dict is None or name not in inst_dict):
+        if on_class is not None:  # `rng.random`: a method in C of the object's class (a call of it breaks the graph)
+            tracer.guards.add(IdMatch(on_class, static))
+            if inst_dict is not None:
+                tracer.guards.add(NotInDictMatch(var.source, name, raw))
+        return MethodVar(var, name)
     if isinstance(static, types.MemberDescriptorType):  # a __slots__ attribute
         try:
             return tracer.wrap(getattr(value, name), source)
@@ -333,6 +356,15 @@ def dict_method(frame, d: DictVar, name: str, args: list[Var], kwargs) -> Var:
         if name == "clear":
             items.clear()
             return ConstVar(None)
+    if name in ("__or__", "__ror__") and len(args) == 1 and not kwargs:  # (what `|` calls: another dict, else
+        other = args[0]                                                 # NotImplemented)
+        if not (isinstance(other, DictVar) or isinstance(other, InstanceVar) and isinstance(other.base, DictVar)):
+            return ObjectVar(NotImplemented)
+        pair = (d, other) if name == "__or__" else (other, d)
+        return CALLS.call(frame, ObjectVar(operator.or_), list(pair), {})
+    if name == "__ior__" and len(args) == 1 and not kwargs:  # dict.update's, returning the dict
+        fills.fill(frame, d, "update", args, {})
+        return d
     raise Unsupported(f"dict.{name}")
 
 

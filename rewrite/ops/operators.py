@@ -6,8 +6,8 @@ import operator
 import torch
 
 from ..errors import Unsupported
-from ..values.vars import ConstVar, ListVar, ScalarVar, SymIntVar, TensorVar, TupleVar, Var
-from .core import IMPOSSIBLE_ITEMS, MAX_CHARS, MAX_ITEMS, const, describe, fold, foldable, mutating
+from ..values.vars import ConstVar, ListVar, ScalarVar, SymIntVar, TensorVar, TracebackVar, TupleVar, Var
+from .core import IMPOSSIBLE_ITEMS, MAX_CHARS, MAX_ITEMS, const, describe, fold, foldable, is_same, mutating
 from .fills import inplace
 from .instances import binary as user_binary, call_dunder, is_user_object
 from .sets import binary as set_binary
@@ -54,6 +54,8 @@ def binary(frame, sym: str, a: Var, b: Var) -> Var:
     seq = _sequence_op(frame, sym, a, b)
     if seq is not None:
         return seq
+    if fn in (operator.eq, operator.ne) and (isinstance(a, BY_IDENTITY) or isinstance(b, BY_IDENTITY)):
+        return ConstVar(is_same(a, b) is (fn is operator.eq))  # (no __eq__ of their own: object's)
     if foldable(a) and foldable(b):
         x, y = a.python_value(), b.python_value()
         if fn in (operator.mul, operator.imul) and type(x) in (str, bytes) and type(y) is int:
@@ -62,6 +64,10 @@ def binary(frame, sym: str, a: Var, b: Var) -> Var:
             repeat_count(y, x, MAX_CHARS)
         return const(fold(fn, x, y))
     raise Unsupported(f"operator {sym} on {describe(a)} and {describe(b)}")
+
+
+# Vars of objects compared by identity (their classes keep object's __eq__): tracebacks, exceptions
+BY_IDENTITY = (TracebackVar,)
 
 
 def repeat_count(sample, n: int, cap: int = MAX_ITEMS) -> int:

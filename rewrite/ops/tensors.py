@@ -103,7 +103,9 @@ def _switch_grad(frame, args, kwargs) -> Var:
 # torch functions that switch a global mode the trace follows (others named set_* break the graph)
 MODE_SWITCHES = {torch._C._set_grad_enabled: _switch_grad}
 # torch functions that read a mode a traced `with` block may switch: (the recorded context kind)
-MODE_STATE = {torch.is_autocast_enabled: "autocast", torch.is_inference_mode_enabled: "inference_mode"}
+MODE_STATE = {torch.is_autocast_enabled: "autocast", torch.is_inference_mode_enabled: "inference_mode",
+              **{getattr(torch, f"is_autocast_{device}_enabled"): "autocast" for device in ("cpu", "xla", "ipu")
+                 if hasattr(torch, f"is_autocast_{device}_enabled")}}
 
 
 def is_torch_callable(fn) -> bool:
@@ -113,6 +115,31 @@ def is_torch_callable(fn) -> bool:
         return True
     mod = getattr(fn, "__module__", None) or ""
     return mod == "torch" or mod.startswith("torch.")
+
+
+def trace_rule(fn, holds_objects: bool) -> str | None:
+    """Which of torch's callables are graph ops and which are traced as Python -- the one rule,
+    in this order (Dynamo's trace rules, with torch's Python functions over tensors kept as ops):
+
+    1. "python": the helpers markers.PYTHON_HELPERS lists, and the functions of torch's Python
+       libraries (markers.PYTHON_MODULES: torch.optim, the grad scaler, torch.utils._pytree,
+       torch.testing, ...): their code runs over Python objects, and is traced as the user's is;
+    2. "python": any other Python function of torch given objects a graph op cannot hold (an
+       optimizer, a generator, a module) and with no global effect;
+    3. "op": anything else torch defines -- C functions, `torch.ops`, Tensor methods, and Python
+       functions over tensors (`torch.nn.functional.*`): one node of the graph, computed on the
+       traced values (a result the graph cannot hold is a graph break naming the function);
+    None: not torch's (a bound method of a torch class in Python is traced, as the user's).
+    """
+    if markers.python_helper(fn) or markers.python_library(fn):
+        return "python"
+    if not is_torch_callable(fn):
+        return None
+    if isinstance(fn, types.FunctionType) and holds_objects and not global_effect(fn):
+        return "python"
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+        return None
+    return "op"
 
 
 def _shape_known(frame, var: TensorVar, what: str) -> None:

@@ -180,8 +180,12 @@ def _wrap_dict(tracer, value, source, t, add) -> DictVar:
         add(KeysMatch(source, keys))
         items = {k: tracer.wrap(v, ItemSource(source, k) if source else None) for k, v in value.items()}
         return DictVar(items, source, mutable=False, py_type=t, factory=factory)
-    if source is None:
-        raise Unsupported("a dict with keys other than constants, which the tracer cannot locate (no source)")
+    if source is None:  # (a trusted module's global, taken as a constant: its keys constants, classes, functions)
+        if not all(is_literal(k) or isinstance(k, (type, types.FunctionType, types.BuiltinFunctionType) + SINGLETONS)
+                   for k in keys):  # (torch.testing's precisions by dtype, pytree's nodes by class)
+            raise Unsupported("a dict with keys other than constants, which the tracer cannot locate (no source)")
+        items = {key_of(tracer.wrap(k, None)): tracer.wrap(v, None) for k, v in value.items()}
+        return DictVar(items, None, mutable=False, py_type=t, factory=factory)
     add(LenMatch(source, len(keys)))
     listed = DictKeysSource(source)
     items = {}

@@ -33,6 +33,8 @@ class Generator:
         self.tracer, self.frame = tracer, frame
         self.started = self.done = False
         self.returned = False  # it returned at the last step (its StopIteration carries the value)
+        self.exc_info = None  # what it handles while suspended in an `except` block (None: nothing of its own)
+        self.made_by = None  # (the real function, args, kwargs) that made it: a generator never run is rebuilt so
         self.witness = None  # where the trace held it last time it looked (see finalize)
         self.iterator = IteratorVar(step=self.next, py_type=types.GeneratorType)
         self.iterator.generator = self
@@ -86,12 +88,25 @@ class Generator:
             self.tracer.pending.remove(self)
 
     def _resume(self, value: Var | None, exc: ExceptionVar | None) -> Var | None:
-        frame = self.frame
+        """One step, with the generator's own exception state: what it handles while suspended
+        in an `except` block is its own, not its caller's (CPython's gi_exc_state)."""
         if self.done or exc is not None and not self.started:
             self._finish()
             if exc is not None:
                 raise Raised(exc)
             return None
+        tracer = self.tracer
+        caller = tracer.exc_info
+        if self.exc_info is not None:
+            tracer.exc_info = self.exc_info
+        try:
+            return self._step(value, exc)
+        finally:
+            self.exc_info = None if tracer.exc_info is caller else tracer.exc_info
+            tracer.exc_info = caller
+
+    def _step(self, value: Var | None, exc: ExceptionVar | None) -> Var | None:
+        frame = self.frame
         if self.started:
             if exc is None:
                 frame.push(ConstVar(None) if value is None else value)  # what the yield evaluates to

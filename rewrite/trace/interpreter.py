@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dis
 import functools
+import sys
 import types
 
 import torch
@@ -22,6 +23,7 @@ from ..guards.codegen import GuardSet
 from ..guards.guard import DefaultDtypeMatch, GradModeMatch, IdMatch, NotInMatch
 from ..guards.shapes import ShapeEnv
 from ..guards.source import AttrSource, CellContentsSource, GlobalSource, GlobalsSource, ItemSource, LocalSource, Source
+from ..ops import exceptions
 from ..ops.contexts import close
 from ..ops.core import const
 from ..ops.markers import disabled, dynamo_patch
@@ -51,6 +53,13 @@ ONLY_PUSH = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "L
 def instructions_of(code: types.CodeType):
     insts = list(dis.get_instructions(code))
     return insts, {inst.offset: i for i, inst in enumerate(insts)}, handled_offsets(code, insts), exception_handlers(code)
+
+
+def _caller_handles() -> bool:
+    """Whether the call being traced runs where an exception is being handled (not one of
+    rewrite's own: a retrace runs inside the handler of the exception that asked for it)."""
+    exc = sys.exc_info()[1]
+    return exc is not None and not type(exc).__module__.startswith("rewrite.")
 
 
 def exception_var(error: BaseException) -> ExceptionVar:
@@ -96,6 +105,9 @@ class Tracer:
         self.log_trace = logs.enabled("trace")
         self.grad_at_start = self.grad_enabled = torch.is_grad_enabled()
         self.exc_info: Var = ConstVar(None)  # the exception being handled (sys.exception())
+        self.outer_exc_info = self.exc_info  # (the caller's, where no handler of the trace's runs: exceptions.handled)
+        self.outer_exc_guarded = False
+        self.caller_handles = _caller_handles()  # (read now: later the tracer's own handlers run)
         self.root_cells_shared = False  # a closure over the root frame's cells was made
         self.open_contexts: list = []  # recorded contexts (autocast, ...) entered for real, innermost last
         self.ops_in_try = False  # graph ops an `except` covers: the entry runs eagerly if the graph raises
@@ -193,7 +205,10 @@ class Tracer:
         if code.co_flags & 0x20:  # a generator: its body runs as it is consumed, as in Python
             if frame.yields_in_handler():
                 self.generators += 1  # (one that may have to be closed: the frames keep their operands now)
-            return Generator(self, frame).iterator
+            gen = Generator(self, frame)
+            if not isinstance(fn, FunctionVar):  # (what calling it again makes: the entry's rebuild of one never run)
+                gen.made_by = (fn, list(args), dict(kwargs))
+            return gen.iterator
         self.depth += 1
         try:
             return frame.run()
@@ -462,6 +477,9 @@ class Frame:
                 raise self._locate(e)
             except (Raised, PythonError) as e:
                 exc = e.exc if isinstance(e, Raised) else exception_var(e.error)
+                if isinstance(exc, ExceptionVar) and exc.traceback is None:  # raised here, first
+                    exceptions.chain(self, exc)
+                    exceptions.raised(exc)
                 if not self.catch(exc, inst):
                     if is_root:  # the call raises: where, is for the graph break (or eager run) to find
                         raise self._locate(RaisesEagerly(f"raising {exc.cls.__name__} (the call raises eagerly)",

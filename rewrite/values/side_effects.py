@@ -134,6 +134,11 @@ class SideEffects:
         self._changing(container)
         self.containers[id(container)] = container
 
+    def changed(self, source: Source) -> bool:
+        """Whether the object at `source` (or anything of it) was written in this trace."""
+        return any(c.source == source for c in self.containers.values()) or \
+            any(s == source or getattr(s, "base", None) == source for s in self.stores)
+
     def __bool__(self) -> bool:
         return bool(self.stores or self.containers)
 

@@ -529,6 +529,9 @@ class DictViewVar(Var):
         self.dict_var = dict_var
         self.kind = kind
 
+    def python_value(self):  # (a view of a copy: what the view shows now)
+        return getattr(self.dict_var.python_value(), self.kind)()
+
     def current(self) -> list:
         items = self.dict_var.items
         if self.kind == "keys":
@@ -554,8 +557,11 @@ class ObjectVar(Var):
 
 
 class FunctionVar(Var):
-    """A function made by MAKE_FUNCTION while tracing."""
-    __slots__ = ("code", "globals", "globals_source", "defaults", "kwdefaults", "closure", "fn_source")
+    """A function made by MAKE_FUNCTION while tracing. `fields`: what the code set of the
+    function's own (`__name__`, `__qualname__`, `__doc__`, `__module__`, `__annotations__`);
+    `attrs`: its `__dict__` (a DictVar, made on first use)."""
+    __slots__ = ("code", "globals", "globals_source", "defaults", "kwdefaults", "closure", "fn_source", "fields",
+                 "attrs")
 
     def __init__(self, code, globals_, globals_source, defaults, kwdefaults, closure):
         super().__init__(None)
@@ -565,6 +571,16 @@ class FunctionVar(Var):
         self.defaults = defaults  # tuple of Vars
         self.kwdefaults = kwdefaults  # dict name -> Var
         self.closure = closure  # tuple of CellVars
+        self.fields: dict = {}
+        self.attrs = None
+
+    def snapshot(self):
+        return dict(self.fields), self.defaults, self.kwdefaults, self.attrs
+
+    def restore(self, saved) -> None:
+        fields, self.defaults, self.kwdefaults, self.attrs = saved
+        self.fields.clear()
+        self.fields.update(fields)
 
     def __repr__(self):
         return f"FunctionVar({self.code.co_qualname})"
@@ -628,19 +644,47 @@ class InstanceVar(Var):
 
 
 class ExceptionVar(Var):
-    """An exception raised while tracing: its class and constructor arguments."""
-    __slots__ = ("cls", "args")
+    """An exception made or raised while tracing: its class and constructor arguments, and its
+    state as Python keeps it -- `__cause__`, `__context__` (Vars, or None), `__suppress_context__`,
+    `__traceback__` (None, or a TracebackVar once raised) and its `__dict__` (`attrs`: what the
+    class's `__init__` or the code set on it, `__notes__` among them)."""
+    __slots__ = ("cls", "args", "cause", "context", "suppress", "traceback", "attrs")
 
     def __init__(self, cls: type, args):
         super().__init__(None)
         self.cls = cls
         self.args = list(args)
+        self.cause = self.context = self.traceback = None
+        self.suppress = False
+        self.attrs: dict = {}
 
-    def python_value(self):
-        return self.cls(*[a.python_value() for a in self.args])
+    def python_value(self):  # (its class's __init__ is not called again: the trace ran it)
+        args = tuple(a.python_value() for a in self.args)
+        exc = self.cls.__new__(self.cls, *args)
+        if not any(isinstance(c.__dict__.get("__init__"), types.FunctionType) for c in self.cls.__mro__):
+            self.cls.__init__(exc, *args)  # (StopIteration's sets its value)
+        exc.args = args
+        for name, v in self.attrs.items():
+            setattr(exc, name, v.python_value())
+        return exc
+
+    def snapshot(self):
+        return list(self.args), self.cause, self.context, self.suppress, self.traceback, dict(self.attrs)
+
+    def restore(self, saved) -> None:
+        args, self.cause, self.context, self.suppress, self.traceback, attrs = saved
+        self.args[:] = args
+        self.attrs.clear()
+        self.attrs.update(attrs)
 
     def __repr__(self):
         return f"ExceptionVar({self.cls.__name__})"
+
+
+class TracebackVar(Var):
+    """The `__traceback__` of an exception raised while tracing: a traceback object whose frames
+    are the trace's, so nothing can be read from it (only that it is one)."""
+    __slots__ = ()
 
 
 class BoundVar(Var):
@@ -722,6 +766,18 @@ class GradModeVar(Var):
 
     def __repr__(self):
         return f"GradModeVar({self.mode})"
+
+
+class ModeDecoratedVar(Var):
+    """`torch.no_grad()(fn)`, `torch.autocast("cpu")(fn)` (a torch context manager used as a
+    decorator): calling it calls `fn` inside an equal context (a GradModeVar or a
+    RecordedContextVar like `ctx`, made anew for each call, as torch's wrapper does)."""
+    __slots__ = ("ctx", "fn")
+
+    def __init__(self, ctx: Var, fn: Var):
+        super().__init__(None)
+        self.ctx = ctx
+        self.fn = fn
 
 
 class RecordedContextVar(Var):

@@ -68,7 +68,15 @@ def set_function_attribute(frame, inst):
         fn.kwdefaults = value.items
     elif inst.arg == 0x01:
         fn.defaults = tuple(value.items)
-    frame.push(fn)  # (0x04, annotations: not kept, as MAKE_FUNCTION's)
+    elif inst.arg == 0x04:
+        fn.fields["__annotations__"] = _annotations(value)
+    frame.push(fn)
+
+
+def _annotations(pairs) -> DictVar:
+    """The `__annotations__` MAKE_FUNCTION makes of its tuple of (name, value) pairs, flattened."""
+    items = pairs.items
+    return DictVar({ops.python_value(items[i], "an annotation's name"): items[i + 1] for i in range(0, len(items), 2)})
 
 
 @handler("MAKE_FUNCTION")
@@ -76,8 +84,10 @@ def make_function(frame, inst):
     code = frame.pop().value
     flags = inst.arg or 0  # (3.13: none; SET_FUNCTION_ATTRIBUTE sets each after)
     closure = frame.pop().items if flags & 0x08 else ()
-    if flags & 0x04:
-        frame.pop()  # annotations
+    annotations = _annotations(frame.pop()) if flags & 0x04 else None
     kwdefaults = frame.pop().items if flags & 0x02 else {}
     defaults = tuple(frame.pop().items) if flags & 0x01 else ()
-    frame.push(FunctionVar(code, frame.globals, frame.global_source, defaults, kwdefaults, tuple(closure)))
+    fn = FunctionVar(code, frame.globals, frame.global_source, defaults, kwdefaults, tuple(closure))
+    if annotations is not None:
+        fn.fields["__annotations__"] = annotations
+    frame.push(fn)

@@ -2,7 +2,7 @@
 from ... import ops
 from ...bytecode.compat import END_FOR_POPS, SEND_KEEPS_ITERATOR, for_iter_exit
 from ...errors import Raised, Unsupported
-from ...ops import contexts
+from ...ops import contexts, exceptions
 from ...values.vars import BoundVar, ConstVar, ContextExitVar, ExceptionVar, IteratorVar, ObjectVar
 from ..opcodes import Return, Yielded, handler
 
@@ -116,10 +116,10 @@ def yield_value(frame, inst):
 
 @handler("RAISE_VARARGS")
 def raise_varargs(frame, inst):
-    """`raise` (re-raise), `raise exc`, `raise exc from cause` (the cause is checked, not kept),
-    with the TypeErrors CPython's `do_raise` gives for what cannot be raised."""
+    """`raise` (re-raise), `raise exc`, `raise exc from cause`, with the TypeErrors CPython's
+    `do_raise` gives for what cannot be raised; an explicit raise sets `__context__`."""
     if inst.arg == 0:
-        exc = frame.tracer.exc_info
+        exc = exceptions.handled(frame)
         if isinstance(exc, ConstVar) and exc.value is None:
             raise Raised(_error(RuntimeError, "No active exception to reraise"))
         if not isinstance(exc, ExceptionVar):
@@ -127,8 +127,12 @@ def raise_varargs(frame, inst):
         raise Raised(exc)
     cause = frame.pop() if inst.arg == 2 else None
     exc = _exception(frame, frame.pop(), "exceptions must derive from BaseException")
-    if cause is not None and not (isinstance(cause, ConstVar) and cause.value is None):
-        _exception(frame, cause, "exception causes must derive from BaseException")
+    if cause is not None:
+        if not (isinstance(cause, ConstVar) and cause.value is None):
+            cause = _exception(frame, cause, "exception causes must derive from BaseException")
+        exceptions.set_cause(exc, cause)
+    exceptions.chain(frame, exc)
+    exceptions.raised(exc)
     raise Raised(exc)
 
 
@@ -189,7 +193,8 @@ def with_except_start(frame, inst):
         ops.call(frame, exit_fn, [], {})
         frame.push(ConstVar(False))
     elif isinstance(exit_fn, BoundVar) and isinstance(exc, ExceptionVar):
-        frame.push(ops.call(frame, exit_fn, [ObjectVar(exc.cls), exc, ConstVar(None)], {}))
+        tb = exc.traceback or ConstVar(None)
+        frame.push(ops.call(frame, exit_fn, [ObjectVar(exc.cls), exc, tb], {}))
     else:
         raise Unsupported(f"an exception leaving a with block over {ops.describe(exit_fn)}")
 
