@@ -154,8 +154,18 @@ def test_exception_classes_with_their_own_init_methods_and_str():
             return f"{self.args} {self.extra}"
 
     class WithStr(ValueError):
+        code = 7
+
         def __str__(self):
             return "custom " + str(self.args[0])
+
+        @property
+        def double(self):
+            return self.args[0] * 2
+
+        @staticmethod
+        def helper():
+            return "h"
 
     def f(x):
         out = []
@@ -166,7 +176,7 @@ def test_exception_classes_with_their_own_init_methods_and_str():
         try:
             raise WithStr("z")
         except ValueError as e:
-            out += [e.args, str(e), repr(e)]
+            out += [e.args, str(e), repr(e), e.code, e.double, e.helper()]
         return x + 1, out
     check(f, x1)
 
@@ -547,7 +557,7 @@ def test_cached_property_defaultdict_factory_builtin_classmethods_truth():
         d.default_factory = int
         d["a"] += 1
         return x + 1, [c.cost, c.cost, c.__dict__, _Cached.cost.__doc__, dict(d), bool.from_bytes(b"\x01", "big"),
-                       int.from_bytes(b"\x01\x00", "little"), operator.truth([]), repr({1: 2}.items()),
+                       int.from_bytes(b"\x01\x00", "little"), operator.truth([]), operator.not_(3), repr({1: 2}.items()),
                        str({}.keys()), bool.__new__(bool, 5), collections.defaultdict(int).__missing__.__name__]
     check(f, x1)
 
@@ -676,7 +686,8 @@ def test_a_method_in_c_of_an_object_that_came_in_breaks_the_graph_where_it_is_ca
 
 class _Meta(type):
     def __iter__(cls):
-        yield from cls.items
+        for item in cls.items:  # (`yield from`: `2 in C` leaves it suspended there, and closing one
+            yield item          # stopped in `yield from` is a graph break)
 
 
 class _Iterated(metaclass=_Meta):

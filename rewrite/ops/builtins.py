@@ -496,13 +496,19 @@ def _sum(frame, args, kwargs):
     return total
 
 
-@rule(operator.truth)
-def _truth(frame, args, kwargs):
-    if len(args) != 1 or kwargs:
-        fold(operator.truth, *[None] * len(args), **{k: None for k in kwargs})  # (eager's TypeError)
-    if isinstance(args[0], TensorVar):
-        raise Unsupported("operator.truth() of a tensor reads its value (data-dependent)", DATA_DEPENDENT_HINT)
-    return ConstVar(truthy(frame, args[0]))
+def _truth_of(fn, negate: bool):
+    def truth(frame, args, kwargs):
+        if len(args) != 1 or kwargs:
+            fold(fn, *[None] * len(args), **{k: None for k in kwargs})  # (eager's TypeError)
+        if isinstance(args[0], TensorVar):
+            raise Unsupported(f"operator.{fn.__name__}() of a tensor reads its value (data-dependent)",
+                              DATA_DEPENDENT_HINT)
+        return ConstVar(truthy(frame, args[0]) is not negate)
+    return truth
+
+
+BUILTINS[operator.truth] = _truth_of(operator.truth, False)
+BUILTINS[operator.not_] = _truth_of(operator.not_, True)
 
 
 def _converter(kind):

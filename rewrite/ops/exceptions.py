@@ -21,7 +21,7 @@ from ..errors import Unsupported, python_error
 from ..guards.guard import NoHandledMatch
 from ..guards.source import AttrSource
 from ..values.side_effects import DELETED
-from ..values.vars import (ConstVar, ExceptionVar, ListVar, MethodVar, ObjectVar, TracebackVar, TupleVar, Var,
+from ..values.vars import (IMMUTABLE, ConstVar, ExceptionVar, ListVar, MethodVar, ObjectVar, TracebackVar, TupleVar, Var,
                            note_mutation)
 from .core import _MISSING, BUILTINS, class_attr, const, describe, fold, foldable, python_type, rule, unpack
 from .instances import bind
@@ -154,8 +154,7 @@ def getattr_exception(frame, exc: ExceptionVar, name: str) -> Var:
     if name in exc.attrs:
         return exc.attrs[name]
     static = class_attr(exc.cls, name)
-    if static is not _MISSING and getattr(static, "__module__", "builtins") != "builtins" \
-            and hasattr(type(static), "__get__"):  # a method or property of the class's own
+    if isinstance(static, (types.FunctionType, property, staticmethod, classmethod)):  # the class's own
         if isinstance(static, property):
             if static.fget is None:
                 raise Unsupported(f"property {name!r} has no getter")
@@ -165,8 +164,11 @@ def getattr_exception(frame, exc: ExceptionVar, name: str) -> Var:
         return MethodVar(exc, name)
     if name == "__dict__":
         raise Unsupported(f"the __dict__ of a traced {exc.cls.__name__}")
+    if static is not _MISSING and type(static) in IMMUTABLE and name not in type(exc.cls).__dict__:
+        return ConstVar(static)  # a constant of the class (`code = 7`)
     if not foldable(exc):
-        raise Unsupported(f"attribute {name!r} of a traced {exc.cls.__name__} whose arguments are not constants")
+        raise Unsupported(f"attribute {name!r} of a traced {exc.cls.__name__} (its arguments are not constants, "
+                          "or its class has code of its own)")
     value = fold(getattr, exc.python_value(), name)
     if isinstance(value, (types.BuiltinMethodType, types.MethodType)):
         raise Unsupported(f"method {name!r} of a traced {exc.cls.__name__}")
