@@ -620,6 +620,16 @@ class Seq:
             raise IndexError(i)
         return self.t * i''',
     "GSET": 'GSET = {1, 2, "a"}',
+    "sub_gen": '''\
+def sub_gen(t):
+    try:
+        yield t + 1
+    except ValueError as e:
+        yield t * e.args[0]''',
+    "deleg_gen": '''\
+def deleg_gen(t):
+    r = yield from sub_gen(t)
+    yield t - 1''',
     "gen_of": '''\
 def gen_of(t, n):
     for i in range(n):
@@ -630,7 +640,7 @@ def gen_of(t, n):
     "NoContains": "class NoContains:\n    __contains__ = None",
     "NoCall": "class NoCall:\n    __call__ = None",
 }
-PRELUDE_NEEDS = {"Scaled": ("Acc",), "checked": ("FuzzError",), "quiet": ("FuzzError",)}
+PRELUDE_NEEDS = {"Scaled": ("Acc",), "checked": ("FuzzError",), "quiet": ("FuzzError",), "deleg_gen": ("sub_gen",)}
 # (GSET: a global set the programs read and change; each module of a program has its own)
 
 
@@ -937,6 +947,9 @@ WRITTEN = [
     "{new} = gen_of({a}, {k} % 3 + 1)",
     "_g{i} = gen_of({a}, 3)\n{new} = next(_g{i}) + {b}",
     "{new} = gen_of({a} + 1, 2)\n_t{i} = {a} * 2",
+    # throw and close into a generator stopped in `yield from`: the sub-generator first
+    "_g{i} = deleg_gen({a})\nnext(_g{i})\n{new} = _g{i}.throw(ValueError({k}))\n{new2} = next(_g{i})",
+    "_g{i} = deleg_gen({a})\nnext(_g{i})\n_g{i}.close()\n{new} = {a} + 1",
     # the old sequence protocol: __getitem__ until IndexError
     "{new} = sum(Seq({a}, {k} % 4 + 1))",
     "_h{i}, *_r{i} = Seq({a}, 3)\n{new} = _h{i} + len(_r{i})",

@@ -686,8 +686,8 @@ def test_a_method_in_c_of_an_object_that_came_in_breaks_the_graph_where_it_is_ca
 
 class _Meta(type):
     def __iter__(cls):
-        for item in cls.items:  # (`yield from`: `2 in C` leaves it suspended there, and closing one
-            yield item          # stopped in `yield from` is a graph break)
+        for item in cls.items:  # (`2 in C` leaves it suspended: closed where eager's last reference goes)
+            yield item
 
 
 class _Iterated(metaclass=_Meta):
@@ -703,4 +703,77 @@ def test_iterating_a_class_its_metaclass_iterates():
 
     def f(x):
         return x + 1, list(_Iterated), [c.name for c in Color], 2 in _Iterated
+    check(f, x1)
+
+
+_log = []
+
+
+def _sub(t):
+    try:
+        yield t + 1
+        yield t + 2
+    except ValueError as e:
+        _log.append(("sub caught", e.args))
+        yield t * 10
+    finally:
+        _log.append("sub finally")
+
+
+def _sub_returns(t):
+    try:
+        yield t
+    except KeyError:
+        return "ret"
+
+
+def _outer(t):
+    try:
+        r = yield from _sub(t)
+        _log.append(("outer after", r))
+        r2 = yield from _sub_returns(t)
+        _log.append(("outer after2", r2))
+        yield t - 1
+    except IndexError as e:
+        _log.append(("outer caught", e.args))
+        yield t * 100
+    finally:
+        _log.append("outer finally")
+
+
+def _plain(t):
+    yield from iter([1, 2, 3])
+
+
+def test_throw_and_close_of_a_generator_stopped_in_yield_from_go_to_the_sub_generator_first():
+    def f(x):
+        del _log[:]
+        g = _outer(x)
+        out = [next(g), g.throw(ValueError, 7), next(g), g.throw(KeyError(1)), g.throw(IndexError(3))]
+        g.close()
+        g2 = _outer(x)
+        next(g2)
+        g2.close()  # (GeneratorExit closes the sub-generator first: both finally blocks run)
+        p = _plain(x)
+        next(p)
+        try:
+            p.throw(ValueError("x"))  # (a list iterator has no throw: raised where it waits)
+        except ValueError as e:
+            out.append(("plain raised", e.args))
+        return out, list(_log)
+    check(f, x1, shared=("_log",))
+
+
+class _MetaFrom(type):
+    def __iter__(cls):
+        yield from cls.items
+
+
+class _IteratedFrom(metaclass=_MetaFrom):
+    items = [1, 2, 3]
+
+
+def test_a_generator_left_in_yield_from_is_closed_as_cpython_closes_it():
+    def f(x):
+        return x + 1, 2 in _IteratedFrom, list(_IteratedFrom)
     check(f, x1)

@@ -113,12 +113,19 @@ class Generator:
             else:
                 at = frame.instructions[frame.ip - 1]  # the YIELD_VALUE it stopped at
                 after = frame.instructions[frame.ip]
-                if after.opname == "RESUME" and after.arg & 3 != 1:  # (2: `yield from`, 3: `await`; 3.13
-                    # keeps a flag in bit 2)
-                    raise Unsupported("an exception thrown into a generator stopped in `yield from`")
-                if not frame.catch(exc, at):
-                    self._finish()
-                    raise Raised(exc)
+                if after.opname == "RESUME" and after.arg & 3 == 3:  # (3: `await`; 3.13 keeps a flag in bit 2)
+                    raise Unsupported("an exception thrown into a coroutine stopped in `await`")
+                if after.opname == "RESUME" and after.arg & 3 == 2:  # `yield from`: the sub-iterator first
+                    exc, yielded = self._delegate(frame.stack[-1], exc)
+                    if yielded is not None:
+                        return yielded  # (the sub-generator yielded: this one stays where it is)
+                if exc is None:  # the sub-generator returned: `yield from` takes its value (SEND finds it done)
+                    frame.push(ConstVar(None))
+                else:
+                    frame.push(ConstVar(None))  # (what CPython's throw sends in; the handler's depth counts it)
+                    if not frame.catch(exc, at):
+                        self._finish()
+                        raise Raised(exc)
         self.started = True
         self.tracer.depth += 1
         try:
@@ -136,6 +143,30 @@ class Generator:
         self._finish()
         self.returned = True
         return None
+
+    @staticmethod
+    def _delegate(sub: Var, exc: ExceptionVar) -> tuple[ExceptionVar | None, Var | None]:
+        """An exception thrown into a generator stopped in `yield from sub` (CPython's gen_throw):
+        GeneratorExit closes sub first (an error closing it is thrown in instead); another goes
+        to sub's own throw. (the exception to raise here, or None: sub returned; what sub yielded,
+        or None.) A sub-iterator without throw/close: the exception is raised here."""
+        inner = getattr(sub, "generator", None)
+        if not isinstance(sub, IteratorVar):
+            raise Unsupported("an exception thrown into a generator stopped in `yield from` over an object")
+        if inner is None:
+            if sub.py_type is None:
+                raise Unsupported("an exception thrown into `yield from` over an iterator of unknown kind")
+            return exc, None  # (list, tuple, map, ... iterators have no throw or close)
+        try:
+            if issubclass(exc.cls, GeneratorExit):
+                inner.close()
+                return exc, None
+            return None, inner.throw(exc)
+        except Raised as r:
+            if not issubclass(exc.cls, GeneratorExit) and isinstance(r.exc, ExceptionVar) \
+                    and issubclass(r.exc.cls, StopIteration) and inner.done:
+                return None, None
+            return r.exc, None
 
     def _suspended(self) -> None:
         """Stopped at a yield: pending if closing it there runs code of its own."""

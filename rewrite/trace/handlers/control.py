@@ -175,6 +175,19 @@ def check_exc_match(frame, inst):
     frame.push(ConstVar(issubclass(exc.cls, match)))
 
 
+@handler("CLEANUP_THROW")
+def cleanup_throw(frame, inst):
+    """3.12: an exception thrown into a generator stopped in `yield from` came back out of the
+    sub-iterator: StopIteration ends the `yield from` with its value, any other goes on."""
+    exc = frame.pop()
+    frame.popn(2)  # (the sub-iterator, the last value sent)
+    if isinstance(exc, ExceptionVar) and issubclass(exc.cls, StopIteration):
+        frame.push(ConstVar(None))
+        frame.push(exc.args[0] if exc.args else ConstVar(None))
+        return
+    raise Raised(exc)
+
+
 @handler("RERAISE")
 def reraise(frame, inst):
     exc = frame.pop()
