@@ -51,7 +51,8 @@ import traceback
 import types
 import unittest
 
-TEST_SECONDS = 60
+from python_suites import TEST_SECONDS, Hang, copy_function, raise_hang  # (a script: its folder is on sys.path)
+
 STUBS = "/tmp/dynamo_stubs"
 REFUSED = ("rewrite.Unsupported", "rewrite.RecompileLimitExceeded")
 TORCH_REFUSED = ("Unsupported", "UserError", "InternalTorchDynamoError", "BackendCompilerFailed",
@@ -75,10 +76,7 @@ def _copy(fn):
         return types.MethodType(_copy(fn.__func__), fn.__self__)
     if IN_PLACE or not isinstance(fn, types.FunctionType):
         return fn
-    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-    copy.__kwdefaults__, copy.__qualname__ = fn.__kwdefaults__, fn.__qualname__
-    copy.__dict__.update(fn.__dict__)
-    return copy
+    return copy_function(fn)
 
 
 def _jit(fullgraph=False, dynamic=None, backend=None, mode=None, options=None, disable=False):
@@ -126,14 +124,6 @@ def _install():
     torch.compile = compile
     torch._dynamo.optimize = optimize
     torch._dynamo.optimize_assert = torch._dynamo.testing.optimize_assert = optimize_assert
-
-
-class Hang(Exception):
-    """A test ran past its time (a loop that does not end where eager's does)."""
-
-
-def _hang(signum, frame):
-    raise Hang(f"ran past {TEST_SECONDS} s")
 
 
 class _Result(unittest.TestResult):
@@ -185,7 +175,7 @@ def _run(case, source) -> dict:
     rewrite.reset()
     hidden = {name: entry.hide for name, entry in torch._dynamo.config._config.items()}
     result = _Result(source)
-    signal.signal(signal.SIGALRM, _hang)
+    signal.signal(signal.SIGALRM, raise_hang)
     signal.alarm(TEST_SECONDS)
     start = time.perf_counter()
     try:

@@ -47,7 +47,7 @@ class Hang(Exception):
     """A test ran past its time (a loop that does not end where eager's does)."""
 
 
-def _hang(signum, frame):
+def raise_hang(signum, frame):
     raise Hang(f"ran past {TEST_SECONDS} s")
 
 
@@ -59,7 +59,7 @@ def _outcome(case, method) -> tuple[str, str]:
     if method is not None:
         setattr(case, case._testMethodName, method)
     result = _Result()
-    signal.signal(signal.SIGALRM, _hang)
+    signal.signal(signal.SIGALRM, raise_hang)
     signal.alarm(TEST_SECONDS)
     try:
         case.run(result)
@@ -93,7 +93,7 @@ class _Result(unittest.TestResult):
         super().addFailure(test, err)
 
 
-def _copy(fn: types.FunctionType) -> types.FunctionType:
+def copy_function(fn: types.FunctionType) -> types.FunctionType:
     copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     copy.__kwdefaults__, copy.__qualname__ = fn.__kwdefaults__, fn.__qualname__
     copy.__dict__.update(fn.__dict__)
@@ -128,11 +128,11 @@ def run_module(name: str, torch_too: bool, verbose: bool) -> list[dict]:
             continue
         if torch_too:
             torch._dynamo.reset()
-            kind, message = _outcome(case, types.MethodType(torch.compile(_copy(fn), fullgraph=True), case))
+            kind, message = _outcome(case, types.MethodType(torch.compile(copy_function(fn), fullgraph=True), case))
             row["torch"], row["torch_why"] = _classify(kind, message, TORCH_REFUSED), message[:300]
         rewrite.reset()
         start = time.perf_counter()
-        kind, message = _outcome(case, types.MethodType(rewrite.jit(_copy(fn), fullgraph=True), case))
+        kind, message = _outcome(case, types.MethodType(rewrite.jit(copy_function(fn), fullgraph=True), case))
         row["rewrite"], row["rewrite_why"] = _classify(kind, message, REFUSED), message[:300]
         row["seconds"] = round(time.perf_counter() - start, 3)
         if verbose:

@@ -153,6 +153,10 @@ def test_exception_classes_with_their_own_init_methods_and_str():
         def describe(self):
             return f"{self.args} {self.extra}"
 
+    class WithRepr(KeyError):  # (str() is BaseException's: found before a __repr__ of the class's)
+        def __repr__(self):
+            return "mine"
+
     class WithStr(ValueError):
         code = 7
 
@@ -177,6 +181,7 @@ def test_exception_classes_with_their_own_init_methods_and_str():
             raise WithStr("z")
         except ValueError as e:
             out += [e.args, str(e), repr(e), e.code, e.double, e.helper()]
+        out += [str(WithRepr(3)), repr(WithRepr(3))]
         return x + 1, out
     check(f, x1)
 

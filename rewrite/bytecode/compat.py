@@ -560,15 +560,16 @@ SUPER_INSTRUCTIONS = {"LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
                       "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST")}
 
 
-def to_code(bc, stacksize: int | None = None) -> types.CodeType:
+def to_code(bc, stacksize: int | None = None, original: types.CodeType | None = None) -> types.CodeType:
     """`bc.to_code()` (a `bytecode` library Bytecode), with 3.13's two-local instructions split
     in two where a local's index no longer fits in 4 bits: the library numbers the locals
     anew (a resume function's parameters come first) and packs the fields unchecked, so
-    `return (a, b)` would read the wrong locals. `stacksize` (a resume function's: its original's
-    and what its prologue pushes): where the library's own count fails -- a start inside a `with`
-    whose handler it reaches from a `raise` before the block's unreachable beginning -- the code
-    is made with that size and the handlers' depths left for `with_original_depths`."""
-    code = _to_code(bc, stacksize)
+    `return (a, b)` would read the wrong locals. `stacksize` (a bound on what the code pushes) and
+    `original` (the code it was made from): where the library's own count fails -- a start inside a
+    `with` whose handler it reaches from a `raise` before the block's unreachable beginning -- the
+    code is made with that size and its handlers get the original's depths (Unsupported where they
+    do not correspond one to one: then no depth can be trusted)."""
+    code = _to_code(bc, stacksize, original)
     index = {name: i for i, name in enumerate(code.co_varnames)}
     far = [i for i, ins in enumerate(bc) if getattr(ins, "name", None) in SUPER_INSTRUCTIONS
            and any(index.get(name, 16) > 15 for name in ins.arg)]
@@ -579,16 +580,17 @@ def to_code(bc, stacksize: int | None = None) -> types.CodeType:
         first, second = SUPER_INSTRUCTIONS[ins.name]
         bc[i:i + 1] = [type(ins)(first, ins.arg[0], location=ins.location),
                        type(ins)(second, ins.arg[1], location=ins.location)]
-    return _to_code(bc, stacksize)
+    return _to_code(bc, stacksize, original)
 
 
-def _to_code(bc, stacksize: int | None) -> types.CodeType:
+def _to_code(bc, stacksize: int | None, original: types.CodeType | None) -> types.CodeType:
     try:
         return bc.to_code()
     except RuntimeError as e:
-        if stacksize is None or "stacksize" not in str(e):
+        if stacksize is None or original is None or "stacksize" not in str(e):
             raise
-    return bc.to_code(stacksize=stacksize, compute_exception_stack_depths=False)
+    code = bc.to_code(stacksize=stacksize, compute_exception_stack_depths=False)
+    return with_original_depths(code, original, "code whose stack the bytecode library could not count")
 
 
 def with_original_depths(new: types.CodeType, code: types.CodeType, what: str | None = None) -> types.CodeType:

@@ -84,7 +84,7 @@ def resume_code(code: types.CodeType, offset: int, slots: tuple[str, ...], local
     bc.name = code.co_name  # tracebacks name the user's function
     bc.qualname = name
     bound = code.co_stacksize + 3 * (len(prologue) + 1)  # (no instruction of the prologue pushes more than 3)
-    new = compat.with_original_depths(compat.to_code(bc, bound), code, "a resume function")
+    new = compat.with_original_depths(compat.to_code(bc, bound, code), code, "a resume function")
     RESUMES.add(new)
     return new
 

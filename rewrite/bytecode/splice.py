@@ -132,7 +132,7 @@ def splice_prologue(code: types.CodeType, slot, miss, router=None, plain=None) -
     ]
     bc[at:at] = prologue
     bound = code.co_stacksize + 3 * len(prologue)  # (no instruction of the prologue pushes more than 3)
-    new = compat.with_original_depths(compat.to_code(bc, bound), code)
+    new = compat.with_original_depths(compat.to_code(bc, bound, code), code)
     _ORIGINALS[new] = code
     return new
 

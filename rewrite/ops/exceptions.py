@@ -22,35 +22,42 @@ from ..guards.guard import NoHandledMatch
 from ..guards.source import AttrSource
 from ..values.side_effects import DELETED
 from ..values.vars import (IMMUTABLE, ConstVar, ExceptionVar, ListVar, MethodVar, ObjectVar, TracebackVar, TupleVar, Var,
-                           note_mutation)
+                           note_mutation, real_exception)
 from .core import _MISSING, BUILTINS, class_attr, const, describe, fold, foldable, python_type, rule, unpack
 from .instances import bind
 
 METHODS = ("with_traceback", "add_note")  # (of BaseException's, traced: `method`)
 
 
-CALLERS = Var()  # the __context__ of an exception raised where the caller's exception is the one handled
+# the __context__ of an exception raised where no handler of the trace's runs: what the caller handles,
+# read (and guarded: `handled`) only where the code reads it
+CALLERS = Var()
 
 
-def handled(frame, strict: bool = True) -> Var:
+def handled(frame) -> Var:
     """The exception being handled now (`sys.exception()`): the trace's, or where no handler of
-    the trace's runs, the caller's -- none, guarded (eager's `raise` re-raises the caller's). Where
-    the caller handles one: a graph break (`strict`), else CALLERS."""
+    the trace's runs, the caller's (`callers`)."""
     tracer = frame.tracer
-    if tracer.exc_info is tracer.outer_exc_info and not tracer.outer_exc_guarded:
-        if tracer.caller_handles:  # (the trace runs in the call: what its caller handled as it began)
-            if not strict:
-                return CALLERS
-            raise Unsupported("reading the exception the caller handles (sys.exc_info(), a bare raise) while "
-                              "it handles one")
+    return callers(frame) if tracer.exc_info is tracer.outer_exc_info else tracer.exc_info
+
+
+def callers(frame) -> Var:
+    """What the caller handles: none, guarded (eager's `raise` would re-raise the caller's); where
+    it handles one, a graph break."""
+    tracer = frame.tracer
+    if tracer.caller_handles:  # (the trace runs in the call: what its caller handled as it began)
+        raise Unsupported("reading the exception the caller handles (sys.exc_info(), a bare raise, a "
+                          "__context__) while it handles one")
+    if not tracer.outer_exc_guarded:
         tracer.guards.add(NoHandledMatch())
         tracer.outer_exc_guarded = True
-    return tracer.exc_info
+    return tracer.outer_exc_info
 
 
 def chain(frame, exc: ExceptionVar) -> None:
     """`exc` is raised now: its `__context__` is the exception being handled (CPython's rule)."""
-    handled_now = handled(frame, strict=False)
+    tracer = frame.tracer
+    handled_now = CALLERS if tracer.exc_info is tracer.outer_exc_info else tracer.exc_info
     if handled_now is CALLERS:
         note_mutation(exc)
         exc.context = CALLERS
@@ -86,12 +93,7 @@ def set_cause(exc: ExceptionVar, cause: Var) -> None:
 def new_exception(cls, args: tuple, attrs: dict, cause, context, suppress: bool):
     """What the entry calls to rebuild an exception the trace made (never raised: one raised
     in the trace has a traceback of the trace's frames, which cannot leave it)."""
-    exc = cls.__new__(cls, *args)
-    if not any(isinstance(c.__dict__.get("__init__"), types.FunctionType) for c in cls.__mro__):
-        cls.__init__(exc, *args)  # (StopIteration's sets its value; one in Python ran in the trace)
-    exc.args = args
-    for name, value in attrs.items():
-        setattr(exc, name, value)
+    exc = real_exception(cls, args, attrs)
     exc.__cause__, exc.__context__, exc.__suppress_context__ = cause, context, suppress
     return exc
 
@@ -147,7 +149,7 @@ def getattr_exception(frame, exc: ExceptionVar, name: str) -> Var:
     if name in ("__cause__", "__context__", "__traceback__"):
         v = {"__cause__": exc.cause, "__context__": exc.context, "__traceback__": exc.traceback}[name]
         if v is CALLERS:
-            raise Unsupported("the __context__ of an exception raised while the caller handles one")
+            v = callers(frame)
         return ConstVar(None) if v is None else v
     if name == "__suppress_context__":
         return ConstVar(exc.suppress)
@@ -222,10 +224,7 @@ def text(frame, exc: ExceptionVar, fn) -> Var:
         if not (isinstance(result, ConstVar) and isinstance(result.value, str)):
             raise python_error(TypeError, f"{name} returned non-string (type {python_type(result).__name__})")
         return result
-    if fn is str and name not in (n for c in exc.cls.__mro__ if c.__module__ != "builtins" for n in c.__dict__) \
-            and isinstance(class_attr(exc.cls, "__repr__"), types.FunctionType):
-        return text(frame, exc, repr)  # (str falls back to a __repr__ of the class's own only where
-    if not all(foldable(a) for a in exc.args):  # BaseException's __str__ is not found first: it is)
+    if not all(foldable(a) for a in exc.args):  # (BaseException's, found before any __repr__ of the class's)
         raise Unsupported(f"{fn.__name__}() of a traced {exc.cls.__name__} whose arguments are not constants")
     builtin = next(c for c in exc.cls.__mro__ if c.__module__ == "builtins")
     args = tuple(a.python_value() for a in exc.args)

@@ -658,15 +658,9 @@ class ExceptionVar(Var):
         self.suppress = False
         self.attrs: dict = {}
 
-    def python_value(self):  # (its class's __init__ is not called again: the trace ran it)
-        args = tuple(a.python_value() for a in self.args)
-        exc = self.cls.__new__(self.cls, *args)
-        if not any(isinstance(c.__dict__.get("__init__"), types.FunctionType) for c in self.cls.__mro__):
-            self.cls.__init__(exc, *args)  # (StopIteration's sets its value)
-        exc.args = args
-        for name, v in self.attrs.items():
-            setattr(exc, name, v.python_value())
-        return exc
+    def python_value(self):
+        return real_exception(self.cls, tuple(a.python_value() for a in self.args),
+                              {name: v.python_value() for name, v in self.attrs.items()})
 
     def snapshot(self):
         return list(self.args), self.cause, self.context, self.suppress, self.traceback, dict(self.attrs)
@@ -679,6 +673,19 @@ class ExceptionVar(Var):
 
     def __repr__(self):
         return f"ExceptionVar({self.cls.__name__})"
+
+
+def real_exception(cls: type, args: tuple, attrs: dict) -> BaseException:
+    """The exception an ExceptionVar stands for: made by its class's `__new__`, then its builtin
+    `__init__` (StopIteration's sets its value; one in Python is not run again: the trace ran it),
+    its args and what was set on it."""
+    exc = cls.__new__(cls, *args)
+    if not any(isinstance(c.__dict__.get("__init__"), types.FunctionType) for c in cls.__mro__):
+        cls.__init__(exc, *args)
+    exc.args = args
+    for name, value in attrs.items():
+        setattr(exc, name, value)
+    return exc
 
 
 class TracebackVar(Var):
