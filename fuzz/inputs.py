@@ -139,12 +139,14 @@ def _parity(seed: int) -> int:
     return seed // 100 % 2
 
 
-# functions passed in: partials of torch functions, a fresh one on every call ({v}: 0.5 or 2,
+# functions passed in: partials of torch functions and lambdas, a fresh one on every call ({v}: 0.5 or 2,
 # alternating between calls, so the partial's arguments change: guarded)
 PARTIALS = [
     "functools.partial(torch.clamp, min=-{v}, max={v})", "functools.partial(torch.mul, other={v})",
     "functools.partial(F.leaky_relu, negative_slope={v})", "functools.partial(torch.sum, dim=-1)",
     "functools.partial(torch.add, other=1, alpha={v})",
+    # a lambda made anew for each call: the same code (guarded by it, not by identity), its default changing
+    "(lambda t, k={v}: torch.clamp(t, -k, k))", "(lambda t: t * 2)",
 ]
 
 
@@ -196,8 +198,15 @@ BASE_SEED = 1000  # a hidden base's seed, past any input's
 
 def alias_variant(specs):
     """The same inputs with the aliasing changed (a call the cached graph's guards must tell
-    apart): aliases become views of copies, sharing memory with nothing; without aliases, a
-    tensor is passed twice where two inputs have one shape and dtype. None if neither applies."""
+    apart): aliases become views of copies, sharing memory with nothing; without aliases, one
+    object passed for two of the program's objects of one class (`a == b`, `a in [b]` are then
+    identity), else a tensor passed twice where two inputs have one shape and dtype. None if
+    none applies."""
+    objects = [s for s in specs if isinstance(s, ObjSpec)]
+    for i, second in enumerate(objects):
+        for first in objects[:i]:
+            if first.cls == second.cls:
+                return [AliasSpec(s.name, first.name, "{x}") if s is second else s for s in specs]
     if any(isinstance(s, AliasSpec) for s in specs):
         return [AliasSpec(s.name, s.of, s.view.replace("{x}", "{x}.clone()"), s.base) if isinstance(s, AliasSpec)
                 else s for s in specs]

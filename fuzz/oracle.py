@@ -122,6 +122,17 @@ def _same_type(a: type, e: type) -> bool:
                       and a.__qualname__ == e.__qualname__)
 
 
+def _drain(gen) -> list:
+    """What a generator yields, then the class and message of the exception it ends with, if any."""
+    out = []
+    try:
+        for item in gen:
+            out.append(item)
+    except Exception as e:  # noqa: BLE001 (any error of the program's own)
+        out.append((type(e).__name__, str(e)))
+    return out
+
+
 def compare(actual, expected, where: str = "result", depth: int = 0) -> None:
     """Raise Divergence at the first difference between two results."""
     if not _same_type(type(actual), type(expected)):
@@ -141,8 +152,8 @@ def compare(actual, expected, where: str = "result", depth: int = 0) -> None:
                                        **_tolerance(expected.dtype))
         except AssertionError as e:
             raise Divergence(f"{where}: values differ\n{e}") from None
-    elif isinstance(expected, types.GeneratorType):  # a generator returned: what it yields from now on
-        compare(list(actual), list(expected), f"{where} (what it yields)", depth + 1)
+    elif isinstance(expected, types.GeneratorType):  # a generator returned: what it yields from now on,
+        compare(_drain(actual), _drain(expected), f"{where} (what it yields)", depth + 1)  # and how it ends
     elif isinstance(expected, collections.deque):
         if actual.maxlen != expected.maxlen:
             raise Divergence(f"{where}: maxlen {actual.maxlen} != eager's {expected.maxlen}")

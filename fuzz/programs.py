@@ -660,7 +660,7 @@ def _need(program: Program, text: str) -> None:
 # set; {log}: a list to log into (a new one, or one passed in: a side effect); {fn}: a function passed in.
 OBJECT_NEW = [  # objects of the program's classes, dataclasses, namedtuples (bound to a new name)
     "Acc({a})", "Acc({a}, {k})", "Acc.of({a})", "Scaled({a}, {k})", "Scaled.of({a})", "{acc} + {a}",
-    "{a} + {acc}", "{acc} + {acc2}", "{k} + {acc}", "Seq({a}, {b})", "Seq({a}, {b}, {a} * 2)", "Stats({a})",
+    "{a} + {acc}", "{acc} + {acc2}", "{k} + {acc}", "({acc} == {acc2}, {acc} in [{acc2}], {acc} is not {acc2})", "Seq({a}, {b})", "Seq({a}, {b}, {a} * 2)", "Stats({a})",
     "Stats({a}, {k})", "Frozen({a}, {k})", "dataclasses.replace({frz}, b={k})", "Pair({a}, {b})",
     "Pair._make([{a}, {k}])", "{pair}._replace(y={a})", "dataclasses.replace({stats}, count={k})",
     "sum([{acc}, {acc2}])", "sum([{a}, {b}], {acc})", "{acc}.push({a}) + {acc}",
@@ -947,6 +947,11 @@ WRITTEN = [
     "{new} = gen_of({a}, {k} % 3 + 1)",
     "_g{i} = gen_of({a}, 3)\n{new} = next(_g{i}) + {b}",
     "{new} = gen_of({a} + 1, 2)\n_t{i} = {a} * 2",
+    # generators run in part, then returned: made again standing where the trace left them
+    "{new} = gen_of({a}, 3)\nnext({new})",
+    "{new} = gen_of({a}, {k} % 3 + 1)\nnext({new}, None)\nnext({new}, None)",
+    "{new} = deleg_gen({a})\nnext({new})",
+    "{new} = deleg_gen({a})\nnext({new})\n{new2} = {new}.throw(ValueError({k}))",
     # throw and close into a generator stopped in `yield from`: the sub-generator first
     "_g{i} = deleg_gen({a})\nnext(_g{i})\n{new} = _g{i}.throw(ValueError({k}))\n{new2} = next(_g{i})",
     "_g{i} = deleg_gen({a})\nnext(_g{i})\n_g{i}.close()\n{new} = {a} + 1",
@@ -997,7 +1002,7 @@ PLACES = {  # placeholder -> the values it may name
     "stats": lambda v: type(v).__name__ == "Stats" and program_object(v),
     "frz": lambda v: type(v).__name__ == "Frozen" and program_object(v),
     "set": _python_set, "mset": lambda v: _python_set(v) and isinstance(v, set),
-    "fn": lambda v: isinstance(v, functools.partial),
+    "fn": lambda v: isinstance(v, functools.partial) or isinstance(v, types.FunctionType) and v.__name__ == "<lambda>",
 }
 MAKE_PLACES = {  # how such a value is made on the spot (first), when the program has none, or sometimes
     "acc": ["Acc({a}, {k})", "Scaled({a}, {k})", "Scaled.of({a})"], "obj": ["Acc({a})", "Stats({a})"],
@@ -1170,6 +1175,8 @@ def programs(draw, max_statements: int = 8, rules: list | None = None) -> Progra
     if any(r in {r for _, r in CLASS_RULES} for _, r in rules) and draw(st.integers(0, 5)) == 0:
         # an object of the program's own class
         inputs.append(ObjSpec("acc", draw(st.sampled_from(["Acc", "Scaled"])), draw(st.integers(1, 3))))
+        if draw(st.booleans()):  # a second one: one call passes the first twice (`alias_variant`)
+            inputs.append(ObjSpec("acc2", inputs[-1].cls, draw(st.integers(1, 3))))
     if python and draw(st.integers(0, 5)) == 0:
         inputs.append(FnSpec("fn", draw(st.sampled_from(PARTIALS))))
     program = Program(inputs)

@@ -19,9 +19,11 @@ What the entry runs eagerly depends on that instruction (`kind`):
            (rewrite/callees.py), so the callee's frame gets its own graphs and breaks: the
            frame hook Dynamo has, along the path where the tracer gave up. `CALL` and
            `CALL_FUNCTION_EX` (`func(*args, **kwargs)`, as decorators call) both are;
-* call_in_try -- a call inside a `try`: the resume function starts at the call itself and
-           runs the rest of the frame as it is, so the call raises into the user's handler
-           (the callee is a jitted copy all the same);
+* call_in_try -- a call inside a `try`, or inside a `with` block over a context manager
+           whose `__exit__` is on the stack (the user's own, traced or not): run as `call`,
+           and when it raises, a second resume function -- the rest of the frame as it is --
+           raises the exception again where the call stood, so it meets the user's handler
+           or `__exit__` there;
 * jump  -- the branch test (`if y.sum() > 0`), picking one of two resume functions;
 * with  -- entering a context manager the tracer does not know (the resume function
            starts inside the block, with its `__exit__` on the stack);
@@ -33,8 +35,8 @@ record_function) open at the break is left by the graph, re-entered (a fresh, eq
 around the eager step, and re-entered again by the resume function's first instructions, so
 exceptions raised in any part still leave through the user's handler (a profiler range is
 then three ranges of that name).
-Breaks inside `try` other than at a call, inside a `with` block over a context manager the
-trace did not enter (its `__exit__` may swallow exceptions), after a change to a list, dict
+Breaks inside `try` other than at a call, other than at a call inside a `with` block over a
+user's context manager (its `__exit__` may swallow exceptions), after a change to a list, dict
 or object that existed at the checkpoint that cannot be undone, in functions whose locals a
 closure made before the break captures (cells), in generators, or with a stack the entry
 cannot rebuild make the whole call run eagerly. (What the failing part changed of values
@@ -50,7 +52,7 @@ import torch
 from . import logs, ops
 from .bytecode.compat import (BACKWARD_JUMPS, BREAK_JUMPS, CALL_BREAKS, break_step, call_layout, call_start,
                               keyword_names, reached)
-from .bytecode.resume import at_user_line, is_resume, resume_code
+from .bytecode.resume import STACK_PREFIX, at_user_line, is_resume, resume_code
 from .errors import Unsupported, WholeCallEager
 from .guards.source import param_name
 from .ops.builtins import FRAME_READER_NAMES
@@ -95,16 +97,18 @@ def plan(tracer, error: Unsupported):
         return None  # (a resume function's frame holds other locals than the original's)
     if cp is None or code.co_cellvars and tracer.root_cells_shared or code.co_flags & 0x20:
         return None  # (cells no closure shares yet go to the resume function as values)
-    if tracer.pending:
+    if any(gen.why_not_rebuilt() is not None for gen in tracer.pending):
         return None  # (a suspended generator the trace ran, whose closing runs code where eager's last
-        # reference to it goes: only the trace knows it, not a resume function: trace/generators.py)
+        # reference to it goes, that the entry cannot make again for the resume function to hold)
     inst = root.instructions[cp.ip]
-    if untraced_with_open(cp.stack):
-        return None  # an exception from the eager step must meet the user's __exit__
-    if inst.offset in root.user_try:
+    if untraced_with_open(cp.stack):  # an exception from the eager step must meet the user's __exit__:
+        if inst.opname not in CALL_BREAKS:  # a call runs in the resume function, as in a `try`
+            return None
+        kind = "call_in_try"
+    elif inst.offset in root.user_try:
         if inst.opname not in CALL_BREAKS:
             return None  # an exception from the eager step must meet the user's handler
-        kind = "call_in_try"  # the rest of the frame, from the call on, runs as it is (its handlers too)
+        kind = "call_in_try"  # (what it raises is raised again in the user's handler)
     elif inst.opname in CALL_BREAKS:
         kind = "call"
     elif inst.opname in BREAK_JUMPS:
@@ -160,7 +164,7 @@ def _grad_mode_outside(cp) -> bool | None:
     return base if mode == cp.grad_enabled else None
 
 
-def _slot(v) -> str:
+def slot_kind(v) -> str:
     if v is NULL:
         return "null"
     if isinstance(v, IteratorVar) and v.step is None and v.on_next is None:
@@ -174,12 +178,14 @@ class Break:
     def __init__(self, kind, inst, next_offset, checkpoint, error, grad_mode_outside: bool):
         self.kind, self.inst, self.next_offset, self.cp, self.error = kind, inst, next_offset, checkpoint, error
         self.grad_mode_outside = grad_mode_outside
-        self.local_names = tuple(checkpoint.locals)  # the bound locals, in binding order
+        # the bound locals, in binding order -- but a resume function's own parameters for the stack
+        # it rebuilds (`___stack0`, ...): only its first instructions read them
+        self.local_names = tuple(n for n in checkpoint.locals if not n.startswith(STACK_PREFIX))
         self.dispatcher = None
         # the stack slots below what the eager step consumes go on to the resume function
         names = keyword_names(inst, checkpoint.stack, checkpoint.kw_names, ops.python_value)
         self.call = call_layout(inst, checkpoint.stack, names, NULL) if kind.startswith("call") else None
-        consumed = self.call["consumed"] if kind == "call" else 0 if kind == "call_in_try" else \
+        consumed = self.call["consumed"] if kind.startswith("call") else \
             {"jump": 1, "with": 1}.get(kind) or break_step(inst)[0]
         self.n_below = len(checkpoint.stack) - consumed
 
@@ -190,7 +196,7 @@ class Break:
         out = []
         local_vars = [self.cp.locals[n] for n in self.local_names]
         for i, v in enumerate(self.cp.stack):
-            kind = _slot(v)
+            kind = slot_kind(v)
             if kind in ("list_iter", "iter") and i >= self.n_below:
                 kind = "value"  # an argument of the eager step: passed as the iterator itself
             if kind in ("list_iter", "iter") and any(v is u for u in local_vars):
@@ -241,16 +247,6 @@ class Break:
             return [f"with {', '.join(contexts)}:", *("    " + line for line in lines)]
 
         below = stack[:self.n_below]
-        if self.kind == "call_in_try":
-            # inside a try: the call must raise into the user's handler, so the resume function
-            # starts at the call itself and runs the rest of the frame as it is (not compiled); the
-            # callee is a jitted copy, so its frame is compiled all the same
-            consts["___route"] = JIT.route_of(dispatcher)
-            fn = self.call["fn"]
-            value[fn] = f"___route({value[fn]})"
-            start = call_start(tracer.root.instructions, self.cp.ip)  # (its KW_NAMES too)
-            resume = self.resume(tracer, dispatcher, consts, start, below, (), compiled=False)
-            return [f"return {resume}({', '.join([*passed(below), *local_args])})"]
         if self.kind == "jump":
             taken = self.resume(tracer, dispatcher, consts, self.inst.argval, below, ())
             fallthrough = self.resume(tracer, dispatcher, consts, self.next_offset, below, ())
@@ -259,7 +255,7 @@ class Break:
             return [f"if {test}:" if BREAK_JUMPS[self.inst.opname] else f"if not {test}:",
                     f"    return {taken}({args})",
                     f"return {fallthrough}({args})"]
-        if self.kind == "call":
+        if self.kind.startswith("call"):
             c = self.call
             args = [value[i] for i in ([c["self"]] if c["self"] is not None else []) + c["args"]]
             pos = f"({', '.join(args)}{',' if len(args) == 1 else ''})" if c["star"] is None else value[c["star"]]
@@ -284,24 +280,38 @@ class Break:
             lines = [f"{call}" if n_out == 0 else f"___r0 = {call}" if n_out == 1 else
                      f"{', '.join(results)}, = {call}"]
         resume = self.resume(tracer, dispatcher, consts, self.next_offset, below, results)
-        return [*inside_contexts(lines), f"return {resume}({', '.join([*passed(below), *results, *local_args])})"]
+        go_on = f"return {resume}({', '.join([*passed(below), *results, *local_args])})"
+        if self.kind == "call_in_try":
+            # inside a try (or a with block over the user's own context manager): what the call
+            # raises goes to a resume function that raises it again where the call stood, so it
+            # meets the user's handler (or __exit__) there, as eagerly -- outside this `except`, so
+            # that nothing later takes it for the exception being handled
+            start = call_start(tracer.root.instructions, self.cp.ip)  # (its KW_NAMES too)
+            raising = self.resume(tracer, dispatcher, consts, start, stack, (), compiled=False, raising=True)
+            return ["try:", *("    " + line for line in inside_contexts(lines)),
+                    "except BaseException as ___e:", "    ___x = ___e",
+                    "else:", f"    {go_on}",
+                    f"return {raising}({', '.join([*passed(stack), '___x', *local_args])})"]
+        return [*inside_contexts(lines), go_on]
 
-    def resume(self, tracer, dispatcher, consts, offset: int, below, results, compiled: bool = True) -> str:
+    def resume(self, tracer, dispatcher, consts, offset: int, below, results, compiled: bool = True,
+               raising: bool = False) -> str:
         """An expression for the jitted resume function at `offset` (`compiled=False`: not
-        jitted): one per code, offset and frame layout; made per call (sharing its code and
-        cache) when the function has a closure."""
+        jitted; `raising`: one that raises the exception it is given there): one per code,
+        offset and frame layout; made per call (sharing its code and cache) when the function
+        has a closure."""
         code = tracer.code
-        slots = (*map(_slot, below), *("value" for _ in results))
+        slots = (*map(slot_kind, below), *("value" for _ in results))
         # code objects compare by value: the same source run in two modules must not share globals
         key = (code, id(dispatcher.globals), offset, slots, self.local_names, dispatcher.options, compiled,
-               dispatcher.share)  # (a decorator's copies: one resume function per wrapped function)
+               raising, dispatcher.share)  # (a decorator's copies: one resume function per wrapped function)
         fn = _RESUMES.get(key)
         if fn is None or fn.__globals__ is not dispatcher.globals:
             line = _line_of(tracer.root, offset)
             name = f"resume_in_{code.co_name}_at_{line}"
             router = None if compiled else JIT.route_of(dispatcher)  # (jit routes the others)
             new = resume_code(code, offset, slots, self.local_names, name, router,
-                              JIT.plain_origin(dispatcher.globals, code))
+                              JIT.plain_origin(dispatcher.globals, code), raising)
             fn = types.FunctionType(new, dispatcher.globals, name,
                                     None, tuple(types.CellType() for _ in code.co_freevars) or None)
             if compiled:

@@ -18,20 +18,21 @@ import torch
 import torch.fx
 
 from . import breaks, codeload, handoff, logs, strict
-from .bytecode.resume import list_iterator_at
+from .bytecode.resume import exhausted_generator, list_iterator_at, primed, suspended_code
 from .slot import NEXT
 
 try:  # generates the GraphModule's own Python code only if someone asks for it
     from torch.fx._lazy_graph_module import _LazyGraphModule as GraphModule
 except ImportError:  # pragma: no cover
     from torch.fx import GraphModule
-from .errors import (BackendCompilerFailed, EagerOnce, RaisesEagerly, Unsupported, UserError, WholeCallEager,
+from .errors import (BackendCompilerFailed, EagerOnce, RaisesEagerly, Unsupported, UserError, WholeCallEager, settle,
                      WritesInputs)
 from .guards.codegen import GuardCode, GuardFunction, GuardSet, render_guards
-from .guards.guard import Consts
-from .guards.source import GLOBALS, attr_expr, comment, param_name
+from .guards.guard import Consts, UnaliasedMatch
+from .guards.source import GLOBALS, BaseCopySource, Source, attr_expr, comment, param_name
 from .ops.builtins import TracedId
-from .ops.contexts import Enter, unwind
+from .ops.contexts import Enter, grad_mode_state, unwind
+from .ops.core import python_type
 from .ops.exceptions import CALLERS, new_exception
 from .ops.instances import made_as_called, new_instance
 from .ops.log_calls import DEFERRED, defer
@@ -39,8 +40,8 @@ from .ops.sets import members
 from .trace.builder import DynamicPolicy
 from .trace.graph import default_generator
 from .trace.interpreter import Tracer
-from .values.vars import (BoundVar, ConstVar, DictVar, DictViewVar, ExceptionVar, IdentityKey, InstanceVar,
-                          IteratorVar, ListVar, MethodVar, ObjectVar, PartialVar, ScalarVar, SetVar, SymIntVar,
+from .values.vars import (BoundVar, ConstVar, DictVar, DictViewVar, ExceptionVar, GradModeVar, IdentityKey,
+                          InstanceVar, IteratorVar, ListVar, MethodVar, ObjectVar, PartialVar, ScalarVar, SetVar, SymIntVar,
                           TensorVar, TupleVar, Var, call_owned, key_var)
 
 
@@ -81,6 +82,13 @@ class Capture:
     render: object = None  # (i -> how graph output i is read, assign) -> statements; see plan_outputs
     consts: Consts = field(default_factory=Consts)
 
+    def release(self) -> None:
+        """Let go of the call's values, the trace's and what the capture holds (`render`
+        closes over it: a cycle), once the entry is built (see Tracer.release)."""
+        self.tracer.release()
+        self.result = self.render = None
+        self.output_values = []
+
 
 def capture(code, globals_, params, args, dynamic=None) -> Capture:
     """Trace on the real inputs; if the code writes into one, again on copies of them (the
@@ -91,6 +99,7 @@ def capture(code, globals_, params, args, dynamic=None) -> Capture:
         try:
             result = tracer.run()
         except WritesInputs:
+            tracer.release()
             tracer = Tracer(code, globals_, params, args, clone_inputs=True, dynamic=dynamic)
             result = tracer.run()
     except Unsupported as e:
@@ -108,6 +117,7 @@ def plan_outputs(cap: Capture) -> None:
     read (`___o[i]` after a call, or a name when the graph's statements are inlined).
     """
     index: dict[torch.fx.Node, int] = {}
+    _guard_unaliased(cap.tracer)
 
     def render(output_expr, assign: str | None = None) -> list[str]:
         built: dict[int, str] = {}  # a list or dict returned twice is one object, built once
@@ -115,7 +125,8 @@ def plan_outputs(cap: Capture) -> None:
         def rebuild(v: Var) -> str:
             if v.source is not None and not call_owned(v):
                 return v.source.expr()  # an input returned as it is: the very same object
-            if isinstance(v, (ListVar, DictVar, InstanceVar, SetVar, IteratorVar)):  # (one object, however often held)
+            if isinstance(v, (ListVar, DictVar, InstanceVar, SetVar, IteratorVar, GradModeVar)):  # (one object,
+                # however often held)
                 if id(v) not in built:
                     name = built[id(v)] = f"___b{len(built)}"
                     return f"({name} := {build(v)})"
@@ -162,6 +173,9 @@ def plan_outputs(cap: Capture) -> None:
                 attrs = ", ".join(f"{cap.consts.ref(k)}: {rebuild(i)}" for k, i in v.attrs.items())
                 items = "" if v.base is None else f", {rebuild(v.base)}"  # (a dict or list literal)
                 return f"{cap.consts.ref(new_instance)}({cap.consts.ref(v.cls)}, {{{attrs}}}{items})"
+            if isinstance(v, GradModeVar):  # `ctx = torch.set_grad_enabled(False)` held across a break
+                state = ", ".join(f"{k!r}: {b!r}" for k, b in grad_mode_state(v).items())  # (bools)
+                return f"{cap.consts.ref(new_instance)}({cap.consts.ref(python_type(v))}, {{{state}}})"
             if isinstance(v, SetVar):
                 inner = ", ".join(rebuild(i) for i in members(v))
                 return (f"frozenset({{{inner}}})" if inner else "frozenset()") if v.frozen else \
@@ -186,9 +200,9 @@ def plan_outputs(cap: Capture) -> None:
                 return f"{rebuild(v.dict_var)}.{v.kind}()"
             if isinstance(v, IteratorVar) and v.generator is not None and not v.generator.started \
                     and not v.generator.done and v.generator.made_by is not None:
-                fn, args, kwargs = v.generator.made_by  # a generator never run: the function called again
-                kw = "".join(f"**{{{cap.consts.ref(k)}: {rebuild(a)}}}, " for k, a in kwargs.items())
-                return f"{cap.consts.ref(fn)}({''.join(rebuild(a) + ', ' for a in args)}{kw})"
+                fn, fn_source, args, kwargs = v.generator.made_by  # a generator never run: the function called
+                kw = "".join(f"**{{{cap.consts.ref(k)}: {rebuild(a)}}}, " for k, a in kwargs.items())  # again
+                return f"{fn_source.expr() if fn_source is not None else cap.consts.ref(fn)}({''.join(rebuild(a) + ', ' for a in args)}{kw})"
             if isinstance(v, IteratorVar) and v.step is None and v.on_next is None and v.over is not None:
                 # iter(lst) handed to a call a graph break runs: the list's own iterator, as far on
                 return f"{cap.consts.ref(list_iterator_at)}({rebuild(v.over)}, {v.pos})"
@@ -196,8 +210,11 @@ def plan_outputs(cap: Capture) -> None:
                 rest = ", ".join(rebuild(i) for i in v.items[v.pos:])  # over a tuple or a range: no later changes
                 return f"iter(({rest}{',' if rest else ''}))"
             if isinstance(v, IteratorVar) and v.generator is not None:
-                raise Unsupported("returning a generator the call ran (part of), or made from a function made in "
-                                  "the call (only one never run, of a real function, is made again)")
+                return _generator(cap, v.generator, rebuild)
+            if isinstance(v, IteratorVar) and v.remake is not None:  # zip(...), enumerate(...) over what is left
+                fn, parts, named = v.remake()
+                kw = "".join(f", {k}={value!r}" for k, value in named.items())  # (bools)
+                return f"{cap.consts.ref(fn)}({', '.join(rebuild(p) for p in parts)}{kw})"
             raise Unsupported(f"returning {type(v).__name__} from a compiled function")
 
         effects = cap.tracer.side_effects
@@ -213,6 +230,54 @@ def plan_outputs(cap: Capture) -> None:
     render(lambda i: f"___o[{i}]")  # decides the graph outputs
     cap.render = render
     cap.tracer.graph.output(cap.graph_outputs)
+
+
+def _guard_unaliased(tracer) -> None:
+    """The objects that came in and that the call changes -- and every other one of their
+    classes the trace holds -- were different objects while tracing: the entry's writes assume
+    it, so a call that passes one object for two of them must not use it (`UnaliasedMatch`)."""
+    effects = tracer.side_effects
+    changed = {c.source for c in effects.containers.values() if c.source is not None}
+    changed |= {target.base for target in effects.stores if isinstance(getattr(target, "base", None), Source)}
+    changed = {s.base if isinstance(s, BaseCopySource) else s for s in changed}
+    if not changed:
+        return
+    held = {v.source: python_type(v) for v in tracer.by_identity.values() if v.source is not None}
+    kinds = {held[s] for s in changed if s in held}
+    group = [s for s, kind in held.items() if kind in kinds]
+    if len(group) > 1:
+        tracer.guards.add(UnaliasedMatch(group[0], tuple(group[1:])))
+
+
+def _generator(cap: Capture, gen, rebuild) -> str:
+    """A generator the call ran (part of), made again for the entry to return or hand on: one
+    that finished, finished; one stopped at a `yield`, a generator of the same code standing at
+    that `yield` with the values the trace's frame holds (`resume.suspended_code`)."""
+    code = gen.frame.code
+    if gen.done:
+        return f"{cap.consts.ref(exhausted_generator)}({code.co_name!r}, {code.co_qualname!r})"
+    frame = gen.frame
+    why = gen.why_not_rebuilt()
+    if why is not None:
+        raise Unsupported(f"a generator the call ran (part of), {why}, leaves the call")
+    fn, fn_source, _, _ = gen.made_by
+    slots, args = [], []
+    for v in frame.stack:
+        kind = breaks.slot_kind(v)
+        slots.append(kind)
+        if kind == "list_iter":
+            args.append(rebuild(TupleVar([v.over, ConstVar(v.pos)])))
+        elif kind == "iter":
+            args.append(rebuild(TupleVar(v.items[v.pos:])))
+        elif kind == "value":
+            args.append(rebuild(v))
+    names = tuple(frame.locals)
+    args += ["None", *(rebuild(frame.locals[n]) for n in names)]  # (the stand-in the primed one yields)
+    new = suspended_code(code, frame.instructions[frame.ip - 1].offset, tuple(slots), names)
+    closure = f"{fn_source.expr()}.__closure__" if fn_source is not None else cap.consts.ref(fn.__closure__)
+    factory = (f"{cap.consts.ref(types.FunctionType)}({cap.consts.ref(new)}, {cap.consts.ref(fn.__globals__)}, "
+               f"{code.co_name!r}, None, {closure})")
+    return f"{cap.consts.ref(primed)}({factory}({', '.join(args)}))"
 
 
 def call_backend(cap: Capture, backend_name: str, backend, name: str):
@@ -533,29 +598,46 @@ def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=Non
 
 
 def compile_entry(dispatcher, args) -> Entry:
-    """Trace one call and build its cache entry (or a guarded fallback entry on Unsupported)."""
+    """Trace one call and build its cache entry (or a guarded fallback entry on Unsupported);
+    then the trace lets go of the call's values (`Tracer.release`)."""
+    traced: list = []
+    try:
+        return _compile_entry(dispatcher, args, traced)
+    finally:
+        for tracer in traced:
+            tracer.release()
+
+
+def _compile_entry(dispatcher, args, traced: list) -> Entry:
     start = time.perf_counter()
     code, globals_, params = dispatcher.code, dispatcher.globals, dispatcher.params
     name = f"{dispatcher.qualname.rpartition('.')[2]}_{dispatcher.compiles}"
     try:
         cap = capture(code, globals_, params, args, DynamicPolicy(dispatcher.options.dynamic, dispatcher.frame_state))
+        traced.append(cap)
         check_eager_parity(cap.tracer, dispatcher.options.fullgraph, dispatcher.backend_for(cap)[0])
         plan_outputs(cap)
     except Unsupported as e:
+        if getattr(e, "tracer", None) is not None:
+            traced.append(e.tracer)
         if dispatcher.options.fullgraph:
             if isinstance(e, (RaisesEagerly, EagerOnce)):
                 raise UserError(e) from e  # the user's own exception, or a lazy module's first call: eager's run
             raise
         tracer = getattr(e, "tracer", None)
+        if tracer is not None and tracer.errors_on_break() and not isinstance(e, (RaisesEagerly, EagerOnce)):
+            raise  # (inside torch._dynamo.error_on_graph_break(True): this break is an error, as under Dynamo)
         brk = breaks.plan(tracer, e) if tracer is not None else None
         if brk is not None:
-            entry = _break_entry(dispatcher, tracer, brk, name, start)
+            entry = _break_entry(dispatcher, tracer, brk, name, start, traced)
             if entry is not None:
+                settle(e)
                 return entry
         guards = getattr(e, "guards", None) or GuardSet()
         guard, fn, source, _ = load_entry(guards, None, None, params, globals_, name, miss=dispatcher.MISS)
         head, newline, rest = str(e).partition("\n")
         reason = head + (breaks.IN_LOOP if getattr(e, "in_loop", False) else "") + newline + rest
+        settle(e)
         return Entry(guard, fn, dispatcher.compiles, source=source, reason=reason,
                      compile_seconds=time.perf_counter() - start, where=list(e.where),
                      raises=isinstance(e, (RaisesEagerly, EagerOnce)), error=e)
@@ -573,12 +655,13 @@ def compile_entry(dispatcher, args) -> Entry:
     return entry
 
 
-def _break_entry(dispatcher, tracer, brk, name: str, start: float) -> Entry | None:
+def _break_entry(dispatcher, tracer, brk, name: str, start: float, traced: list) -> Entry | None:
     """An entry that runs the graph traced before the break, the break, then a resume function."""
     tracer.graph.rollback(brk.cp.graph_mark)
     brk.end_graph(tracer.graph)
     try:
         cap = Capture(tracer, brk.values(tracer))
+        traced.append(cap)
         check_eager_parity(tracer, dispatcher.options.fullgraph, dispatcher.backend_for(cap)[0])
         plan_outputs(cap)
     except Unsupported:

@@ -36,6 +36,21 @@ class Unsupported(RewriteError):
         return text
 
 
+def settle(error: BaseException) -> None:
+    """Drop what a compile's exception (and those it chains) holds of the trace -- its
+    traceback's frames, the tracer -- once the entry is built: an entry keeps the exception
+    for its message, and those would keep the call's arguments alive (a cycle through the
+    compiling frame, freed only by the garbage collector)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        error.__traceback__ = None
+        for attr in ("tracer", "guards"):
+            if attr in vars(error):
+                setattr(error, attr, None)
+        error = error.__cause__ or error.__context__
+
+
 class WholeCallEager(Unsupported):
     """The call must run eagerly as a whole: no graph break can help (the graph could not
     be run again if it raised where an `except` or `__exit__` of the user's would see it)."""

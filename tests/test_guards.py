@@ -314,3 +314,135 @@ def test_numbers_whose_eq_is_python_code_are_not_guarded_by_value():
     rewrite.jit(scale)
     for q in (fractions.Fraction(1, 2), fractions.Fraction(3, 2)):
         assert_same(scale(torch.ones(2), q), eager(torch.ones(2), q))
+
+
+# -- functions passed in: guarded by code, globals and (empty) __dict__, not by identity --------------
+def make_adder(k):
+    def add(y):
+        return y + k
+    return add
+
+
+def test_a_closure_made_per_call_compiles_once_its_int_dynamic():
+    """`h(x, make_adder(i))`: a new function object each call, the same code; the cell's int
+    becomes a symbol as an int argument does (0 and 1 stay constants), so 10 calls make 3 entries."""
+    def h(x, g):
+        return g(x)
+    eager = eager_copy(h)
+    jit(h)
+    for i in range(10):
+        x = torch.randn(5)
+        assert_same(h(x, make_adder(i)), eager(x, make_adder(i)))
+    assert dispatcher_of(h).compiles == 3
+
+
+def test_a_lambda_made_per_call_compiles_once():
+    def h(x, g):
+        return g(x) * 2
+    eager = eager_copy(h)
+    jit(h)
+    for _ in range(4):
+        x = torch.randn(3)
+        assert_same(h(x, lambda y: y - 1), eager(x, lambda y: y - 1))
+    assert dispatcher_of(h).compiles == 1
+    assert_same(h(x, lambda y: y + 1), eager(x, lambda y: y + 1))  # other code: a new entry
+    assert dispatcher_of(h).compiles == 2
+
+
+@pytest.mark.parametrize("pairs", [
+    lambda: [(make_adder(3), make_adder(3)), (make_adder(3),) * 2, (make_adder(3), make_adder(3))],
+    lambda: [(make_adder(3),) * 2, (make_adder(3), make_adder(3)), (make_adder(3),) * 2],
+])
+def test_identity_of_functions_passed_in_is_guarded(pairs):
+    """`is`, `==`, `in` between two functions of the same code: the answer is guarded."""
+    def k(x, fs):
+        return fs[0](x) + fs[1](x), fs[0] is fs[1], fs[0] == fs[1], fs[1] in [fs[0]], fs[0] != fs[1]
+    assert run_all(k, *[(torch.randn(2), list(pair)) for pair in pairs()]) == 2
+
+
+def test_identity_of_objects_passed_in_is_guarded_by_eq_and_in():
+    """`a == b` for objects compared by identity (no __eq__ of their own) and `a in [b]` depend on
+    whether the two arguments are one object: guarded (this once reused the first answer)."""
+    class O:
+        pass
+
+    def f(x, a, b):
+        return x + 1 if a == b else x - 1, a in [b], a != b
+    o1, o2 = O(), O()
+    assert run_all(f, (torch.zeros(1), o1, o2), (torch.zeros(1), o1, o1), (torch.zeros(1), o2, o1)) == 2
+
+
+def test_a_function_passed_in_with_its_own_attributes_is_guarded_by_identity():
+    def h(x, g):
+        return g(x) + g.scale
+    eager = eager_copy(h)
+    jit(h)
+    for scale in (1, 2):
+        g = make_adder(3)
+        g.scale = scale
+        x = torch.randn(2)
+        assert_same(h(x, g), eager(x, g))
+    assert dispatcher_of(h).compiles == 2
+
+
+def test_a_function_passed_in_is_returned_and_called_as_itself():
+    """What the entry returns, stores or rebuilds from a function passed in is that call's object."""
+    def gen_of(k):
+        def gen(y):
+            yield y + k
+        return gen
+
+    def h(x, g, sink):
+        sink.append(g)
+        return g, g(x)  # (a generator never run: the entry calls the function passed in)
+    eager = eager_copy(h)
+    jit(h)
+    for i in (5, 6, 7):
+        x, g, s1, s2 = torch.randn(2), gen_of(i), [], []
+        out, ref = h(x, g, s1), eager(x, g, s2)
+        assert out[0] is g and s1[0] is g
+        assert_same(list(out[1]), list(ref[1]))
+
+
+# -- objects the call changes, passed once as two arguments ---------------------------------------------
+class Counter:
+    def __init__(self):
+        self.n = 1
+
+
+@pytest.mark.parametrize("make, change", [
+    (Counter, lambda a, b: (setattr(a, "n", a.n + 1), setattr(b, "n", b.n + 2))),
+    (list, lambda a, b: (a.append(1), b.append(2))),
+    (dict, lambda a, b: (a.__setitem__("k", len(a)), b.__setitem__("j", len(b)))),
+])
+def test_objects_changed_by_the_call_then_passed_as_one(make, change):
+    """An entry traced with two different objects replays a write to each; the same object
+    passed twice must not run it (it would lose one write): a guard tells them apart."""
+    def f(x, a, b):
+        change(a, b)
+        return x + 1
+    eager = eager_copy(f)
+    jit(f)
+    for same in (False, True, False, True):
+        a1 = make()
+        b1 = a1 if same else make()
+        a2 = make()
+        b2 = a2 if same else make()
+        assert_same(f(torch.ones(1), a1, b1), eager(torch.ones(1), a2, b2))
+        assert vars(a1) == vars(a2) if make is Counter else a1 == a2
+    assert dispatcher_of(f).compiles == 2
+
+
+def test_an_object_changed_and_another_of_its_class_read():
+    def f(x, a, b):
+        a.n += 1
+        return x * b.n
+    eager = eager_copy(f)
+    jit(f)
+    for same in (False, True):
+        runs = []
+        for fn in (f, eager):
+            a = Counter()
+            runs.append((fn(torch.ones(1), a, a if same else Counter()), a.n))
+        assert_same(*runs)
+    assert dispatcher_of(f).compiles == 2

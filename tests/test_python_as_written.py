@@ -3,6 +3,7 @@ of the issue's table against an eager run of the same code (`breadth.check`: an 
 is the oracle; the second call must compile nothing)."""
 import contextlib
 import functools
+import itertools
 import traceback
 import unittest
 
@@ -11,6 +12,7 @@ import torch
 
 import rewrite
 from breadth import check, check_each, rand
+from conftest import assert_same
 
 
 def x1(seed):
@@ -634,14 +636,41 @@ def test_a_generator_never_run_is_returned_and_runs_lazily():
     assert [v.item() for v in compiled_gen] == [v.item() for v in eager_gen] and calls == [3, 3]
 
 
-def test_a_generator_the_call_ran_part_of_cannot_be_returned():
+def test_a_generator_the_call_ran_part_of_returned():
+    """Where it can stand where the trace left it (tests/test_break_values.py has the rest):
+    returned; one of a function made in the call, or stopped in an `except` block, is refused."""
     def f(t):
         g = _gen_of(t)
         next(g)
         return g
 
-    with pytest.raises(rewrite.Unsupported, match="returning a generator the call ran"):
-        rewrite.jit(f, fullgraph=True)(torch.ones(1))
+    assert_same(list(rewrite.jit(f, fullgraph=True)(torch.ones(1))), [torch.ones(1) + 1])
+
+    def made_here(t):
+        def gen():
+            yield t
+            yield t + 1
+        g = gen()
+        next(g)
+        return g
+
+    with pytest.raises(rewrite.Unsupported, match="made from a function made in the call"):
+        rewrite.jit(made_here, fullgraph=True)(torch.ones(1))
+
+    def in_except(t):
+        g = _gen_in_except(t)
+        next(g)
+        return g
+
+    with pytest.raises(rewrite.Unsupported, match="stopped in an `except` block"):
+        rewrite.jit(in_except, fullgraph=True)(torch.ones(1))
+
+
+def _gen_in_except(t):
+    try:
+        raise ValueError
+    except ValueError:
+        yield t
 
 
 def _gen_of(t):
@@ -782,3 +811,142 @@ def test_a_generator_left_in_yield_from_is_closed_as_cpython_closes_it():
     def f(x):
         return x + 1, 2 in _IteratedFrom, list(_IteratedFrom)
     check(f, x1)
+
+
+def test_itertools_tee():
+    """tee's iterators share one buffer: the source is advanced by the one ahead only."""
+    def f(x):
+        a, b = itertools.tee(iter(range(2000)))
+        drawn = list(a)
+        c, d, e = itertools.tee((x * i for i in range(3)), 3)
+        first = next(c)
+        return len(drawn), sum(b), list(d), list(c), first, next(e), itertools.tee([], 0)
+    check(f, lambda seed: (rand(seed, 2),))
+
+
+def test_itertools_tee_errors():
+    def f(x, n):
+        try:
+            itertools.tee([1], n)
+        except (ValueError, TypeError) as e:
+            return x + 1, type(e).__name__, str(e)
+        return x
+    for n in (-1, "2"):
+        check(f, lambda seed, n=n: (rand(seed, 2), n))
+
+
+class _MyTuple(tuple):
+    scale = 3
+
+    def total(self):
+        return sum(self) * self.scale
+
+
+class _Point(_MyTuple):
+    @property
+    def first(self):
+        return self[0]
+
+
+def test_tuple_subclasses_made_in_the_call():
+    """A tuple subclass with methods only: a tuple of that class (its methods, properties and
+    class attributes traced); what tuple's operators make of it is a plain tuple, as CPython's."""
+    def f(x):
+        m = _MyTuple((1, 2))
+        p = _Point(i for i in range(3))
+        e = _MyTuple()
+        return (x + len(m), m, m.total(), p.first, p, isinstance(p, _MyTuple), m == (1, 2), e, m + (5,), m[:1],
+                tuple(m), m * 1 is m, [type(v).__name__ for v in (m, p, e, m + (5,), tuple(m))])
+    check(f, lambda seed: (rand(seed, 2),))
+
+
+# -- torch._dynamo.error_on_graph_break: whether a break raises, per region ------------------------------------
+def _graphs_of(fn, *args, outer=None):
+    """(result, graphs compiled, eager's result) of jit(fn) called as given, inside
+    error_on_graph_break(outer) when outer is a bool (a compile-time flag, as Dynamo reads it)."""
+    import torch._dynamo
+    from conftest import CompileCounter, eager_copy
+    eager = eager_copy(fn)
+    counter = CompileCounter()
+    compiled = rewrite.jit(fn, backend=counter)
+    if outer is not None:
+        compiled = torch._dynamo.error_on_graph_break(outer)(compiled)
+    return compiled(*args), counter.frame_count, eager(*args)
+
+
+def test_error_on_graph_break_false_lets_a_region_break():
+    import torch._dynamo
+
+    def f(x):
+        x = x + 1
+        with torch._dynamo.error_on_graph_break(False):
+            torch._dynamo.graph_break()
+            x = x + 2
+            torch._dynamo.graph_break()
+        return x + 4
+    got, graphs, want = _graphs_of(f, torch.ones(3), outer=True)
+    assert_same(got, want)
+    assert graphs == 3
+    assert torch._dynamo.utils._get_error_on_graph_break() is False  # (left as it was)
+
+
+def test_error_on_graph_break_true_makes_a_break_an_error():
+    import torch._dynamo
+
+    def f(x):
+        x = x + 1
+        with torch._dynamo.error_on_graph_break(True):
+            torch._dynamo.graph_break()
+        return x + 2
+
+    def g(x):  # outside the region: a break as usual
+        with torch._dynamo.error_on_graph_break(True):
+            x = x * 2
+        torch._dynamo.graph_break()
+        return x + 1
+
+    with pytest.raises(rewrite.Unsupported, match="graph_break"):
+        _graphs_of(f, torch.ones(3))
+    got, graphs, want = _graphs_of(g, torch.ones(3))
+    assert_same(got, want)
+    assert graphs == 2
+
+    def h(x):  # flag on for the whole call (a decorator outside the compiled function)
+        x = x + 1
+        torch._dynamo.graph_break()
+        return x
+    with pytest.raises(rewrite.Unsupported, match="graph_break"):
+        _graphs_of(h, torch.ones(3), outer=True)
+
+
+def test_error_on_graph_break_in_a_helper_and_under_fullgraph():
+    import torch._dynamo
+
+    def inner(x):
+        x = x + 2
+        with torch._dynamo.error_on_graph_break(True):
+            torch._dynamo.graph_break()
+        return x + 4
+
+    def f(x):
+        return inner(x + 1)
+    with pytest.raises(rewrite.Unsupported, match="graph_break"):
+        _graphs_of(f, torch.ones(3), outer=False)
+
+    def g(x):  # fullgraph=True: every break is an error, error_on_graph_break(False) too
+        with torch._dynamo.error_on_graph_break(False):
+            torch._dynamo.graph_break()
+        return x + 2
+    with pytest.raises(rewrite.Unsupported, match="graph_break"):
+        rewrite.jit(g, fullgraph=True)(torch.ones(3))
+
+    @torch._dynamo.error_on_graph_break(False)
+    def decorated(x):
+        x = x + 2
+        torch._dynamo.graph_break()
+        return x + 4
+
+    def k(x):  # torch's decorator wrapper is traced (it holds the user's function), not an op
+        return decorated(x + 1)
+    got, graphs, want = _graphs_of(k, torch.ones(3), outer=True)
+    assert_same(got, want)

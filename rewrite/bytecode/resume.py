@@ -28,10 +28,12 @@ def list_iterator_at(lst: list, pos: int):
     return it
 
 def resume_code(code: types.CodeType, offset: int, slots: tuple[str, ...], local_names: tuple[str, ...],
-                name: str, router=None, plain=None) -> types.CodeType:
+                name: str, router=None, plain=None, raising: bool = False) -> types.CodeType:
     """(`router`, `plain`: what each call's callable is passed through, and where not, for a
-    resume function that runs as it is: see route.py.) `slots` says what each stack slot at
-    `offset` held, deepest first, and so how the new start rebuilds it:
+    resume function that runs as it is: see route.py. `raising`: the function takes an
+    exception after the stack slots and raises it at `offset`, inside the `try` and `with`
+    blocks open there, as if the instruction there had raised it.) `slots` says what each
+    stack slot at `offset` held, deepest first, and so how the new start rebuilds it:
 
     * "value" -- taken as a parameter and pushed back;
     * "null"  -- the NULL below a pending call: pushed again (PUSH_NULL), not passed;
@@ -49,9 +51,11 @@ def resume_code(code: types.CodeType, offset: int, slots: tuple[str, ...], local
         if isinstance(item, Instr):
             seen += 1
             if seen == k:
-                bc.insert(pos, target)
+                bc[pos:pos] = [target] if not raising else \
+                    [target, Instr("LOAD_FAST", RAISED, location=item.location),
+                     Instr("RAISE_VARARGS", 1, location=item.location)]  # (covered by what covers it)
                 break
-    prefix, level = "___stack", 0
+    prefix, level = STACK_PREFIX, 0
     while any(v.startswith(prefix) for v in code.co_varnames):  # a resume of a resume
         level += 1
         prefix = f"___stack{level}_"
@@ -76,7 +80,7 @@ def resume_code(code: types.CodeType, offset: int, slots: tuple[str, ...], local
         elif kind == "ctx":
             prologue += [Instr("BEFORE_WITH", location=loc), Instr("POP_TOP", location=loc)]
     bc[start:start] = [*prologue, compat.jump_forward(Instr, target, loc)]
-    bc.argnames = [*stack_names, *local_names]
+    bc.argnames = [*stack_names, *([RAISED] if raising else []), *local_names]
     bc.argcount = len(bc.argnames)
     bc.posonlyargcount = 0
     bc.kwonlyargcount = 0
@@ -89,7 +93,44 @@ def resume_code(code: types.CodeType, offset: int, slots: tuple[str, ...], local
     return new
 
 
+_SUSPENDED: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()  # (code, offset, slots, locals) -> code
+
+
+def suspended_code(code: types.CodeType, offset: int, slots: tuple[str, ...],
+                   local_names: tuple[str, ...]) -> types.CodeType:
+    """The code of a generator function whose generator, once primed (`primed`), stands
+    suspended at the `yield` at `offset` as the one a trace ran: it takes the stack below
+    what that yield yields (`slots`, as `resume_code` takes them, then a stand-in for the
+    yielded value) and the live locals, and yields the stand-in at that very instruction --
+    inside the same `try` and `with` blocks, so `send`, `throw` and `close` act there as on
+    the original."""
+    key = (code, offset, slots, local_names)
+    new = _SUSPENDED.get(key)
+    if new is None:
+        new = _SUSPENDED[key] = resume_code(code, offset, (*slots, "value"), local_names, code.co_qualname)
+    return new
+
+
+def primed(gen):
+    """A generator of `suspended_code`, advanced to the yield it stands at."""
+    next(gen)
+    return gen
+
+
+def exhausted_generator(name: str, qualname: str):
+    """A generator that has finished, named as the one a trace ran to its end."""
+    def gen():
+        return
+        yield  # noqa: (a generator function)
+    g = gen()
+    g.__name__, g.__qualname__ = name, qualname
+    next(g, None)
+    return g
+
+
 RESUMES: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()  # the code resume_code made
+STACK_PREFIX = "___stack"  # the parameters a resume function rebuilds its stack from
+RAISED = "___raised"  # a raising resume function's parameter: the exception it raises
 
 
 def is_resume(code: types.CodeType) -> bool:

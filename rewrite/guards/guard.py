@@ -172,6 +172,34 @@ class DistinctMatch(Guard):
 
 
 @dataclass(frozen=True)
+class UnaliasedMatch(Guard):
+    """Objects that came in, that the call changes (and the others of their classes it holds),
+    were all different objects while tracing: what the entry replays assumes it (one passed
+    twice would see both writes)."""
+    source: Source
+    others: tuple
+    priority = 6
+
+    def checks(self, c):
+        ids = ", ".join(f"id({s.expr()})" for s in (self.source, *self.others))
+        return [f"len({{{ids}}}) == {1 + len(self.others)}"]
+
+    def read(self, globals_, scope):
+        return tuple(eval(s.expr(), {GLOBALS: globals_}, scope) for s in (self.source, *self.others))
+
+    def depth(self) -> int:
+        return max(Guard.depth(DistinctMatch(s, s)) for s in (self.source, *self.others))
+
+    def failure(self, value):
+        sources = (self.source, *self.others)
+        for i, a in enumerate(value):
+            for j in range(i):
+                if value[j] is a:
+                    return f"{sources[i].name()} is now the same object as {sources[j].name()}"
+        return None
+
+
+@dataclass(frozen=True)
 class NotInDictMatch(Guard):
     """An attribute resolved on the class is not shadowed by the instance's __dict__."""
     source: Source

@@ -147,9 +147,10 @@ def _thrown(frame, typ: Var, value: Var | None = None, tb: Var | None = None) ->
 
 
 def _named_tuple_attr(frame, t: TupleVar, name: str):
-    """A method or property a namedtuple class (`typing.NamedTuple`) defines itself."""
+    """A method or property a namedtuple class (`typing.NamedTuple`), or a plain tuple subclass of
+    the user's, defines itself."""
     cls = t.py_type
-    if cls is tuple or not hasattr(cls, "_fields") or not instances._heap_type(cls):
+    if cls is tuple or not (hasattr(cls, "_fields") or _plain_tuple_subclass(cls)) or not instances._heap_type(cls):
         return None
     static = instances.class_attr(cls, name)
     if static is instances._MISSING or any(name in base.__dict__ for base in (tuple, object)):
@@ -214,6 +215,8 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     kind = markers.state(value)
     if kind is not None:  # torch.get_autocast_dtype(), torch.distributed.is_initialized(), ...
         return read_state(frame, value, kind, args, kwargs)
+    if contexts.is_error_on_graph_break(value):  # a compile-time switch: the trace keeps it
+        return contexts.error_on_graph_break(frame, value, args, kwargs)
     higher = higher_order.rule_of(value)
     if higher is not None:  # checkpoint, torch.cond: the function they take traced as a graph of its own
         return higher(frame, args, kwargs)
@@ -496,7 +499,19 @@ def _construct(frame, cls_var: ObjectVar, args, kwargs) -> Var:
         return TupleVar([values[f] if f in values else const(defaults[f]) for f in fields], py_type=cls)
     if issubclass(cls, torch.nn.Module) and (f"{cls.__module__}.".startswith("torch.nn.") or _installed(cls)):
         return _made_module(cls, args, kwargs)
+    if _plain_tuple_subclass(cls):  # `class Pair(tuple): ...` made from an iterable: a tuple of its class
+        signatures.check(tuple, args, kwargs)
+        return TupleVar(list(BUILTINS[tuple](frame, args, kwargs).items), py_type=cls)
     return instances.construct(frame, cls_var, args, kwargs)
+
+
+def _plain_tuple_subclass(cls: type) -> bool:
+    """A class of the user's deriving from tuple and adding only methods and class attributes:
+    no __new__ or __init__ of its own, no __slots__ beyond empty ones, no other builtin base."""
+    mro = cls.__mro__
+    return issubclass(cls, tuple) and cls is not tuple and mro[-2:] == (tuple, object) and \
+        all(instances._heap_type(c) and "__new__" not in vars(c) and "__init__" not in vars(c)
+            and type(c) is type for c in mro[:-2])
 
 
 def _installed(cls: type) -> bool:

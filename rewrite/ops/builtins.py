@@ -274,7 +274,9 @@ def _enumerate(frame, args, kwargs):
             return None
         count[0] += 1
         return TupleVar([ConstVar(count[0] - 1), item])
-    return IteratorVar(step=step, py_type=enumerate)
+    it = IteratorVar(step=step, py_type=enumerate)
+    it.remake = lambda: (enumerate, [source, ConstVar(count[0])], {})
+    return it
 
 
 @rule(zip)
@@ -302,7 +304,9 @@ def _zip(frame, args, kwargs):
                 return None
             items.append(item)
         return TupleVar(items) if items else None
-    return IteratorVar(step=step, py_type=zip)
+    it = IteratorVar(step=step, py_type=zip)
+    it.remake = lambda: (zip, sources, {"strict": True} if strict else {})
+    return it
 
 
 @rule(list_iterator_at)

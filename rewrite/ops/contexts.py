@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import threading
 import types
 
@@ -32,6 +33,17 @@ from ..guards.source import AttrSource
 from ..values.vars import ConstVar, ContextExitVar, GradModeVar, ModeDecoratedVar, RecordedContextVar, Var
 from .core import CALLS, const, describe, fold, is_callable, python_value
 from .instances import _heap_type, call_bound, dunder
+
+
+def grad_mode_state(ctx: GradModeVar) -> dict:
+    """The `__dict__` eager's object has now (what its `__exit__` reads): set_grad_enabled's
+    `prev` and `mode` from when it was made; no_grad's and enable_grad's `prev` from their last
+    `__enter__` (no_grad starts with False, enable_grad with none)."""
+    if ctx.made_by_set:
+        return {"prev": ctx.prev, "mode": ctx.mode}
+    if ctx.prev is not None:
+        return {"prev": ctx.prev}
+    return {} if ctx.mode else {"prev": False}
 
 
 def _set_grad_enabled(frame, args, kwargs) -> GradModeVar:
@@ -156,15 +168,64 @@ def torch_context(frame, factory, args, kwargs) -> RecordedContextVar:
     return RecordedContextVar(factory.__qualname__, enter_fn, _exit_torch_context, (), None)
 
 
+# -- torch._dynamo.error_on_graph_break(b): whether a graph break in the block raises (fullgraph=False
+# only; fullgraph=True raises at any break). A compile-time switch: nothing in the graph; the trace
+# keeps the state (`Tracer.break_errors`); a break inside runs its eager step in a fresh one and the
+# resume function enters another, so what compiles then (a callee's copy) sees torch's own flag set ---------
+ERROR_ON_BREAK = "error_on_graph_break"
+
+
+def is_error_on_graph_break(fn) -> bool:
+    """torch._dynamo.error_on_graph_break (known by name: torch._dynamo is not imported for it)."""
+    return getattr(fn, "__module__", None) == "torch._dynamo.decorators" and \
+        getattr(fn, "__name__", None) == "error_on_graph_break" and isinstance(fn, types.FunctionType)
+
+
+def _is_error_on_graph_break_object(value) -> bool:
+    cls = type(value)
+    return cls.__module__ == "torch._dynamo.decorators" and cls.__name__ == "ErrorOnGraphBreakDecoratorContextManager"
+
+
+def error_on_graph_break(frame, fn, args, kwargs) -> RecordedContextVar:
+    values = [python_value(a, "error_on_graph_break()") for a in args]
+    named = {k: python_value(v, "error_on_graph_break()") for k, v in kwargs.items()}
+    made = fold(fn, *values, **named)  # (its own TypeError for missing or unknown arguments)
+    return _error_on_graph_break_var(made)
+
+
+def _error_on_graph_break_var(made) -> RecordedContextVar:
+    flag = made.error_on_graph_break
+    if type(flag) is not bool:
+        raise Unsupported(f"error_on_graph_break({flag!r}): a bool is traced")
+    return RecordedContextVar(ERROR_ON_BREAK, None, None, (flag,), functools.partial(type(made), flag))
+
+
+def errors_at_start() -> bool:
+    """torch's error_on_graph_break flag now (False while torch._dynamo is not imported): what a
+    compile starting now begins with, as Dynamo's does."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    return getattr(utils, "_error_on_graph_break", False) is True
+
+
 def _plain(value) -> bool:
     if type(value) in (dict, list, tuple):
         return all(_plain(v) for v in (value.values() if type(value) is dict else value))
     return type(value) in (int, float, bool, str, type(None))
 
 
+def is_wrapped_context(value) -> bool:
+    """An object `wrap_context` makes a RecordedContextVar of."""
+    return type(value) in _FIELDS or _is_error_on_graph_break_object(value)
+
+
 def wrap_context(tracer, value, source) -> RecordedContextVar | None:
     """An autocast, inference_mode or record_function object that came in and was not entered
     yet: a RecordedContextVar, its settings guarded (None for any other object)."""
+    if _is_error_on_graph_break_object(value):
+        if value.prev_error_on_graph_break:
+            raise Unsupported("an error_on_graph_break object that was entered before the call")
+        tracer.wrap(value.error_on_graph_break, AttrSource(source, "error_on_graph_break") if source else None)
+        return _error_on_graph_break_var(value)
     fields = _FIELDS.get(type(value))
     if fields is None:
         return None
@@ -233,8 +294,9 @@ def unwind(enters: tuple) -> None:
             pass
 
 
-def enter(frame, ctx: Var) -> tuple[Var, Var]:
-    """BEFORE_WITH: (the exit to call at the block's end, what `as` binds)."""
+def enter(frame, ctx: Var, binds: bool = True) -> tuple[Var, Var]:
+    """BEFORE_WITH: (the exit to call at the block's end, what `as` binds; with `binds` False,
+    nothing does: `with torch.profiler.profile():` drops what its __enter__ returns)."""
     if isinstance(ctx, GradModeVar):
         ctx.entered_from = frame.tracer.read_grad_mode()
         if ctx.prev is None:
@@ -244,6 +306,10 @@ def enter(frame, ctx: Var) -> tuple[Var, Var]:
     if isinstance(ctx, RecordedContextVar):
         if ctx.handle is not None:
             raise Unsupported(f"entering one {ctx.kind} object twice")
+        if ctx.kind == ERROR_ON_BREAK:
+            frame.tracer.break_errors.append(ctx.args[0])
+            ctx.handle = _NOTHING
+            return ContextExitVar(ctx), ConstVar(None)
         if _changes_nothing(frame, ctx):
             ctx.handle = _NOTHING
             return ContextExitVar(ctx), ConstVar(None)
@@ -252,7 +318,7 @@ def enter(frame, ctx: Var) -> tuple[Var, Var]:
         ctx.handle = ctx.enter_fn(*ctx.args)
         frame.tracer.open_contexts.append(ctx)
         bound = ConstVar(None)
-        if ctx.exit_fn is _exit_torch_context and ctx.handle[1] is not None:  # what `as` binds
+        if ctx.exit_fn is _exit_torch_context and ctx.handle[1] is not None and binds:  # what `as` binds
             if not _plain(ctx.handle[1]):
                 raise Unsupported(f"`with {ctx.kind}(...) as x`: what its __enter__ returns is an object of the call")
             bound = const(ctx.handle[1])  # (sdpa_kernel's `{}`: a new one each call, as the trace's is)
@@ -315,6 +381,8 @@ def leave(frame, ctx: Var) -> None:
         return
     if ctx.handle is _NOTHING:
         ctx.handle = None
+        if ctx.kind == ERROR_ON_BREAK and frame.tracer.break_errors:
+            frame.tracer.break_errors.pop()
         return
     close(frame.tracer, ctx)
     frame.tracer.graph.record_effect(Exit(ctx.node.target), (ctx.node,))

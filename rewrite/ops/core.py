@@ -334,9 +334,11 @@ def _real_identity(v: Var):
     return v
 
 
-def is_same(a: Var, b: Var, frame=None) -> bool:
+def is_same(a: Var, b: Var, frame) -> bool:
+    """`a is b`; between two values that came in, guarded on the answer (every branch on it,
+    `==` of objects compared by identity and `in` too, depends on it)."""
     same = _real_identity(a) is _real_identity(b) or _empty_tuple(a) and _empty_tuple(b)
-    if frame is not None and a.source is not None and b.source is not None and a.source != b.source:
+    if a.source is not None and b.source is not None and a.source != b.source:
         # (the branch taken depends on the answer)
         frame.tracer.guards.add(AliasMatch(a.source, b.source) if same else DistinctMatch(a.source, b.source))
     return same
@@ -617,7 +619,7 @@ def contains(frame, container: Var, item: Var) -> bool:
     if isinstance(container, DictViewVar):
         container = ListVar(container.current())
     if isinstance(container, (TupleVar, ListVar)):
-        return any(_is_member(el, item) for el in container.items)
+        return any(_is_member(frame, el, item) for el in container.items)
     if isinstance(container, ObjectVar) and type(container.value) is frozenset:
         if container.source is not None:  # (dataclasses' _ATOMIC_TYPES: the same frozenset holds the same)
             frame.tracer.guards.add(IdMatch(container.source, container.value))
@@ -628,7 +630,7 @@ def contains(frame, container: Var, item: Var) -> bool:
         return _in_set(frame, container, item)
     if isinstance(container, IteratorVar):  # consumed up to the first equal item, as CPython's search
         while (el := container.next()) is not None:
-            if _is_member(el, item):
+            if _is_member(frame, el, item):
                 return True
         return False
     if isinstance(container, AttrDictVar):
@@ -644,7 +646,7 @@ def contains(frame, container: Var, item: Var) -> bool:
         it = _sequence_iterator(frame, container)
     if it is not None:  # (item by item, up to the first equal one, as CPython's search)
         while (el := it.next()) is not None:
-            if _is_member(el, item):
+            if _is_member(frame, el, item):
                 return True
         return False
     raise Unsupported(f"`in` on {describe(container)}")
@@ -665,9 +667,9 @@ def _in_set(frame, s: ObjectVar, item: Var) -> bool:
     return found
 
 
-def _is_member(el: Var, item: Var) -> bool:
+def _is_member(frame, el: Var, item: Var) -> bool:
     """`el is item or el == item`, for `in` over a sequence's items."""
-    if is_same(el, item):
+    if is_same(el, item, frame):
         return True
     if isinstance(el, TensorVar) or isinstance(item, TensorVar):
         raise Unsupported("`in` over tensors compares tensor values (data-dependent)", DATA_DEPENDENT_HINT)

@@ -124,7 +124,8 @@ def construct(frame, cls_var: ObjectVar, args, kwargs) -> Var:
         return made
     inst = allocate(frame, cls_var)
     tracer = frame.tracer
-    before = (tracer.graph.mark()[1], len(tracer.side_effects.stores), len(tracer.side_effects.containers), mutations())
+    before = (tracer.graph.mark()[1], len(tracer.side_effects.stores), len(tracer.side_effects.containers), mutations(),
+              tracer.state_reads)
     init = class_attr(cls, "__init__")
     if isinstance(init, types.FunctionType):
         result = tracer.inline(init, [inst, *args], kwargs, _on_class(inst, "__init__"), frame)
@@ -134,8 +135,12 @@ def construct(frame, cls_var: ObjectVar, args, kwargs) -> Var:
         bases.call(frame, init, inst, list(args), kwargs)  # dict.__init__: its items
     elif args or kwargs:
         raise Unsupported(f"{cls.__qualname__}() takes no arguments (the call raises eagerly)")
-    after = (tracer.graph.mark()[1], len(tracer.side_effects.stores), len(tracer.side_effects.containers), mutations())
+    after = (tracer.graph.mark()[1], len(tracer.side_effects.stores), len(tracer.side_effects.containers), mutations(),
+             tracer.state_reads)
     passed = {id(a) for a in (*args, *kwargs.values())}
+    # (nor read state that is another at the entry's end, where it would run again: grad mode, which
+    # the graph may switch, `self.prev = torch.is_grad_enabled()`; a global or attribute the call
+    # wrote, which the entry writes after it rebuilds the values)
     if before == after and all(id(v) in passed or _immutable(v) for _, v in _held(inst)):
         inst.made_by = (list(args), dict(kwargs), state(inst))  # the entry may call the class to rebuild it
     return inst
@@ -612,7 +617,7 @@ def binary(frame, fn, a: Var, b: Var) -> Var | None:
         if result is not None and not _not_implemented(result):
             return result
     if name in ("__eq__", "__ne__"):  # object's default: identity
-        return ConstVar(is_same(a, b) == (name == "__eq__"))
+        return ConstVar(is_same(a, b, frame) == (name == "__eq__"))
     raise Unsupported(f"operator {fn.__name__} on {describe(a)} and {describe(b)} (the call raises eagerly)")
 
 

@@ -232,6 +232,34 @@ def _zip_longest(frame, args, kwargs):
     return IteratorVar(step=step, py_type=itertools.zip_longest)
 
 
+_TEE = type(itertools.tee(())[0])
+
+
+@rule(itertools.tee)
+def _tee(frame, args, kwargs):
+    """tee(it, n): n iterators over one source, each taking from a shared buffer what another
+    already drew (the source advanced only by the one ahead), as CPython's."""
+    if kwargs or len(args) not in (1, 2):
+        raise Unsupported("itertools.tee() arguments (the call raises eagerly)")
+    n = python_value(args[1], "tee()") if len(args) == 2 else 2
+    fold(itertools.tee, (), n)  # (its own errors: n not an int, n < 0)
+    source, buffer = iterate(frame, args[0]), []
+
+    def child():
+        at = [0]
+
+        def step():
+            if at[0] == len(buffer):
+                item = source.next()
+                if item is None:
+                    return None
+                buffer.append(item)
+            at[0] += 1
+            return buffer[at[0] - 1]
+        return IteratorVar(step=step, py_type=_TEE)
+    return TupleVar([child() for _ in range(n)])
+
+
 @rule(itertools.islice)
 def _islice(frame, args, kwargs):
     if kwargs or len(args) not in (2, 3, 4):

@@ -251,6 +251,8 @@ def raw_setattr_object(frame, var: Var, name: str, value, plain: bool = False) -
     effect, replayed after the graph. Objects whose class customizes attribute assignment in
     C (other than nn.Module for plain values) or has a data descriptor there are not traced."""
     obj = var.value if isinstance(var, ObjectVar) else None
+    if type(obj) is types.ModuleType and var.source is not None and not trusted(obj):
+        return _setattr_module(frame, var, name, value)
     if obj is None or var.source is None or isinstance(obj, (type, types.ModuleType)):
         raise Unsupported(f"assignment to attribute {name!r} of {describe(var)}")
     cls = type(obj)
@@ -282,6 +284,22 @@ def raw_setattr_object(frame, var: Var, name: str, value, plain: bool = False) -
         # guarded, so a flag set and reset again in the call is no write
         original = frame.tracer.wrap(inst_dict[name], target)
     effects.store(target, value, where, existed=name in inst_dict, original=original)
+
+
+def _setattr_module(frame, var: ObjectVar, name: str, value) -> None:
+    """`module.name = value` (`sys.stderr = ...` in contextlib.redirect_stderr, a library's
+    flag): a write into the module's namespace, which its functions read as globals -- one
+    target whichever way it is reached (`location`), replayed after the graph. Modules taken as
+    constants (torch, math, ...: `TRUSTED_MODULES`) are not written to while tracing."""
+    namespace = vars(var.value)
+    target, where = AttrSource(var.source, name), location(var.value, name)
+    effects = frame.tracer.side_effects
+    if value is DELETED and effects.load(target, where) is None and name not in namespace:
+        raise Unsupported(f"del of attribute {name!r} the module does not have (the call raises eagerly)")
+    original = None
+    if name in namespace and type(namespace[name]) in (type(None), bool) and effects.stored(target, where) is None:
+        original = frame.tracer.wrap(namespace[name], target)  # (a flag set and reset in the call: no write)
+    effects.store(target, value, where, existed=name in namespace, original=original)
 
 
 # --- container methods -----------------------------------------------------------------------------------

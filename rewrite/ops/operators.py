@@ -55,7 +55,7 @@ def binary(frame, sym: str, a: Var, b: Var) -> Var:
     if seq is not None:
         return seq
     if fn in (operator.eq, operator.ne) and (isinstance(a, BY_IDENTITY) or isinstance(b, BY_IDENTITY)):
-        return ConstVar(is_same(a, b) is (fn is operator.eq))  # (no __eq__ of their own: object's)
+        return ConstVar(is_same(a, b, frame) is (fn is operator.eq))  # (no __eq__ of their own: object's)
     if foldable(a) and foldable(b):
         x, y = a.python_value(), b.python_value()
         if fn in (operator.mul, operator.imul) and type(x) in (str, bytes) and type(y) is int:

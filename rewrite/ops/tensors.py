@@ -135,11 +135,28 @@ def trace_rule(fn, holds_objects: bool) -> str | None:
         return "python"
     if not is_torch_callable(fn):
         return None
+    if isinstance(fn, types.FunctionType) and _wraps_user_code(fn):
+        return "python"  # (torch's wrapper around the user's function: a decorator's `inner`)
     if isinstance(fn, types.FunctionType) and holds_objects and not global_effect(fn):
         return "python"
     if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
         return None
     return "op"
+
+
+def _wraps_user_code(fn: types.FunctionType) -> bool:
+    """A closure of torch's that holds a function of the user's (what a torch decorator returns,
+    `error_on_graph_break(False)(fn)`): the user's code runs in it, so it is traced, not an op."""
+    for cell in fn.__closure__ or ():
+        try:
+            held = cell.cell_contents
+        except ValueError:  # (an empty cell)
+            continue
+        if isinstance(held, types.MethodType):
+            held = held.__func__
+        if isinstance(held, types.FunctionType) and not is_torch_callable(held):
+            return True
+    return False
 
 
 def _shape_known(frame, var: TensorVar, what: str) -> None:
@@ -345,6 +362,7 @@ def read_state(frame, fn, kind, args, kwargs) -> Var:
     real_args = tuple(_fold(a) for a in args)
     real_kwargs = {k: _fold(v) for k, v in kwargs.items()}
     value = fold(fn, *real_args, **real_kwargs)
+    frame.tracer.state_reads += 1
     if fn is torch.get_default_dtype:
         frame.tracer.guards.add(DefaultDtypeMatch(value))
     elif how == "guarded" and not (context and any(ctx.kind == context for ctx in frame.tracer.open_contexts)):

@@ -43,9 +43,10 @@ from .. import config, logs
 from ..errors import EagerOnce, Unsupported
 from ..guards.guard import AliasMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch
 from ..guards.shapes import DYNAMIC_DIMS, STATIC_DIMS
-from ..guards.source import (AttrSource, DictItemSource, DictKeysSource, ItemSource, LocalSource, ModuleAttrSource,
+from ..guards.source import (AttrSource, CellContentsSource, DictItemSource, DictKeysSource, ItemSource, LocalSource, ModuleAttrSource,
                              SizeSource, is_literal)
-from ..ops.contexts import wrap_context
+from ..ops.contexts import is_wrapped_context, wrap_context
+from ..ops.markers import allowed, disabled
 from ..ops.core import key_of
 from ..values.vars import BoundVar, ConstVar, DictVar, GradModeVar, ListVar, ObjectVar, PartialVar, TupleVar
 
@@ -159,6 +160,27 @@ def wrap(tracer, value, source):
 DICTS = (dict, collections.OrderedDict, collections.defaultdict)
 
 
+def _argument_int(source) -> bool:
+    """Whether an int is an argument's, which automatic dynamic may make a symbol: the argument
+    itself, an item of a tuple, list or dict passed in, a cell of a function passed in (a closure
+    made per call, `h(x, make(i))`) -- not an attribute (of a module: its configuration, as
+    Dynamo keeps those static)."""
+    while isinstance(source, (ItemSource, CellContentsSource)) or \
+            isinstance(source, AttrSource) and source.attr == "__closure__":
+        source = source.base
+    return isinstance(source, LocalSource)
+
+
+def _by_code(fn: types.FunctionType, source) -> bool:
+    """Whether a function is guarded by its code, globals and empty `__dict__` instead of its
+    identity: one reached from the call's arguments (`h(x, lambda y: y * k)`, a closure made
+    per call) -- as Dynamo guards them -- with nothing of its own set on it. What the trace
+    reads of it (defaults, cells, names) is guarded through its source as it is read; `is`
+    between values that came in is guarded on the answer (`ops.core.is_same`)."""
+    return source is not None and isinstance(source.root(), LocalSource) and not fn.__dict__ \
+        and disabled(fn) is None and not allowed(fn)  # (registries by identity: those stay by identity)
+
+
 def _pybind_enum_member(value) -> bool:
     """A member of a C++ enum torch exposes (`SDPBackend.MATH`): one object per member."""
     members = getattr(type(value), "__members__", None)
@@ -213,7 +235,7 @@ def _wrap(tracer, value, source, t, add):
             tracer.graph.symbolic_sizes(var, tuple(tracer.shape_env.size(n, SizeSource(source, i)) if i in dims else n
                                                    for i, n in enumerate(value.shape)), tracer.shape_env)
         return var
-    if t is int and isinstance(source, LocalSource) and tracer.dynamic.int_dynamic(source, value):
+    if t is int and _argument_int(source) and tracer.dynamic.int_dynamic(source, value):
         add(TypeMatch(source, int))  # its value: shape guards on the symbol
         return tracer.graph.int_input(source, value, tracer.shape_env)
     if t in SCALARS:
@@ -254,7 +276,7 @@ def _wrap(tracer, value, source, t, add):
     if t is torch.no_grad or t is torch.enable_grad:  # no state until entered
         add(TypeMatch(source, t))
         return GradModeVar(t is torch.enable_grad)
-    if t in (torch.autocast, torch.inference_mode, torch.autograd.profiler.record_function):
+    if t in (torch.autocast, torch.inference_mode, torch.autograd.profiler.record_function) or is_wrapped_context(value):
         add(TypeMatch(source, t))
         return wrap_context(tracer, value, source)
     if t is types.MethodType and isinstance(value.__func__, types.FunctionType) and source is not None:
@@ -268,6 +290,12 @@ def _wrap(tracer, value, source, t, add):
                           tracer.wrap(value.keywords, AttrSource(source, "keywords")).items, source)
     if t is types.MappingProxyType and source is None:  # a constant's read-only view (Signature.parameters)
         return DictVar({k: tracer.wrap(v, None) for k, v in value.items()}, None, mutable=False)
+    if t is types.FunctionType and _by_code(value, source):
+        add(TypeMatch(source, t))  # a function passed in, made anew per call (a lambda, a closure): its
+        add(IdMatch(AttrSource(source, "__code__"), value.__code__))  # code and globals, not its identity
+        add(IdMatch(AttrSource(source, "__globals__"), value.__globals__))
+        add(LenMatch(AttrSource(source, "__dict__"), 0))  # (no attribute of its own: no marker, no __wrapped__)
+        return ObjectVar(value, source)
     if isinstance(value, IDENTITY):
         add(IdMatch(source, value))
         return ObjectVar(value, source)

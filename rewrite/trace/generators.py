@@ -19,7 +19,7 @@ import types
 
 from ..bytecode import compat
 from ..errors import Raised, Unsupported
-from ..values.vars import ConstVar, ExceptionVar, IdentityKey, IteratorVar, Var
+from ..values.vars import ConstVar, ContextExitVar, ExceptionVar, IdentityKey, IteratorVar, Var
 from .opcodes import Yielded
 
 # what the reachability walk does not enter: real values, code, the trace's own bookkeeping
@@ -34,7 +34,7 @@ class Generator:
         self.started = self.done = False
         self.returned = False  # it returned at the last step (its StopIteration carries the value)
         self.exc_info = None  # what it handles while suspended in an `except` block (None: nothing of its own)
-        self.made_by = None  # (the real function, args, kwargs) that made it: a generator never run is rebuilt so
+        self.made_by = None  # (the real function, its source, args, kwargs) that made it: one never run is rebuilt so
         self.witness = None  # where the trace held it last time it looked (see finalize)
         self.iterator = IteratorVar(step=self.next, py_type=types.GeneratorType)
         self.iterator.generator = self
@@ -66,6 +66,25 @@ class Generator:
         if not self.done:
             raise Raised(ExceptionVar(RuntimeError, [ConstVar("generator ignored GeneratorExit")]))
         return self.iterator.result if compat.CLOSE_RETURNS_VALUE else ConstVar(None)
+
+    def why_not_rebuilt(self) -> str | None:
+        """Why the entry cannot make this generator again where it stands (None: it can: one
+        never run, called again; one finished; one stopped at a plain `yield` of a real
+        function's code, made standing there -- see compile._generator)."""
+        if self.made_by is None:
+            return "made from a function made in the call"
+        if self.done or not self.started:
+            return None
+        frame = self.frame
+        if frame.code.co_cellvars:
+            return "whose variables a closure holds"
+        if self.exc_info is not None:
+            return "stopped in an `except` block"
+        if any(isinstance(v, ContextExitVar) for v in frame.stack):
+            return "stopped in a traced `with` block"
+        if frame.instructions[frame.ip - 1].opname != "YIELD_VALUE":
+            return "stopped elsewhere than at a yield"
+        return None
 
     def _yielded(self, value: Var | None) -> Var:
         if value is None:

@@ -41,7 +41,15 @@ class GraphBuilder:
         self._real_of = weakref.WeakValueDictionary()  # node -> the real tensor it computed, while it lives
         self.shape_env = None  # the trace's ShapeEnv, once an input has a symbolic size (see `symbolic_sizes`)
 
+    def release(self) -> None:
+        """Forget the inputs and the values the trace computed (the compile is done)."""
+        self.inputs.clear()
+        self._by_source.clear()
+        self._copies.clear()
+        self._originals.clear()
+
     # -- inputs ---------------------------------------------------------------------------
+
     def placeholder(self, source: Source, value: torch.Tensor) -> TensorVar:
         var = self._by_source.get(source)
         if var is not None:

@@ -24,7 +24,7 @@ from ..guards.guard import DefaultDtypeMatch, GradModeMatch, IdMatch, NotInMatch
 from ..guards.shapes import ShapeEnv
 from ..guards.source import AttrSource, CellContentsSource, GlobalSource, GlobalsSource, ItemSource, LocalSource, Source
 from ..ops import exceptions
-from ..ops.contexts import close
+from ..ops.contexts import close, errors_at_start
 from ..ops.core import const
 from ..ops.markers import disabled, dynamo_patch
 from ..ops.objects import trusted_globals
@@ -104,6 +104,10 @@ class Tracer:
         self.depth = 0
         self.log_trace = logs.enabled("trace")
         self.grad_at_start = self.grad_enabled = torch.is_grad_enabled()
+        self.break_errors: list[bool] = []  # error_on_graph_break blocks open, innermost last
+        self.errors_at_start = errors_at_start()  # torch's flag when the compile began
+        self.state_reads = 0  # reads of state the entry's end sees otherwise (grad mode, torch's
+        # state, what the call wrote): see instances.construct
         self.exc_info: Var = ConstVar(None)  # the exception being handled (sys.exception())
         self.outer_exc_info = self.exc_info  # (the caller's, where no handler of the trace's runs: exceptions.handled)
         self.outer_exc_guarded = False
@@ -151,10 +155,34 @@ class Tracer:
         """The default dtype shaped a result (a factory call, promotion with a Python float)."""
         self.guards.add(DefaultDtypeMatch(torch.get_default_dtype()))
 
+    def release(self) -> None:
+        """Let go of what the trace holds of the call -- its inputs, the values it computed --
+        once the entry is built: its objects refer to each other (frames and their tracer,
+        iterators and their frames), so without this they would live, the call's tensors with
+        them, until the garbage collector runs (and a generator that came in would be closed
+        late). Only the guards, the shape environment and the graph's nodes stay."""
+        for frame in (self.root, *self.frames):
+            frame.locals.clear()
+            frame.stack.clear()
+            frame.cells.clear()
+            frame.checkpoint = frame.operands = None
+        for table in (self.frames, self.wrapped, self.by_identity, self.kept, self.traced_ids, self.pending,
+                      self.open_contexts):
+            table.clear()
+        self.side_effects = SideEffects(self)
+        self.exc_info = self.outer_exc_info = ConstVar(None)
+        self.guards.examples.clear()
+        self.graph.release()
+
+    def errors_on_break(self) -> bool:
+        """Whether a graph break here raises (torch._dynamo.error_on_graph_break(True) is on)."""
+        return self.break_errors[-1] if self.break_errors else self.errors_at_start
+
     def read_grad_mode(self) -> bool:
         """Grad mode was read while tracing: the entry is only valid when called under the
         mode this trace started with. Returns the mode now (a traced `with` may have changed it)."""
         self.guards.add(GradModeMatch(self.grad_at_start))
+        self.state_reads += 1
         return self.grad_enabled
 
     # -- wrapping real values from sources (installs guards) --------------------------------
@@ -207,7 +235,7 @@ class Tracer:
                 self.generators += 1  # (one that may have to be closed: the frames keep their operands now)
             gen = Generator(self, frame)
             if not isinstance(fn, FunctionVar):  # (what calling it again makes: the entry's rebuild of one never run)
-                gen.made_by = (fn, list(args), dict(kwargs))
+                gen.made_by = (fn, fn_source, list(args), dict(kwargs))
             return gen.iterator
         self.depth += 1
         try:

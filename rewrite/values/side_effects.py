@@ -125,6 +125,8 @@ class SideEffects:
         value = self.stored(target, where)
         if value is DELETED:
             raise Unsupported(f"{target.name()} read after it was deleted (the read raises eagerly)")
+        if value is not None:
+            self.tracer.state_reads += 1  # (what the call wrote: the entry writes it only at its end)
         return value
 
     def mutate(self, container: Var) -> None:

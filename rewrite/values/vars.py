@@ -477,7 +477,7 @@ class IteratorVar(Var):
     give `snapshot` and `restore`), so they interleave with their consumer as they do in
     Python.
     """
-    __slots__ = ("items", "pos", "done", "on_next", "step", "over", "result", "py_type", "generator")
+    __slots__ = ("items", "pos", "done", "on_next", "step", "over", "result", "py_type", "generator", "remake")
 
     def __init__(self, items=(), live: bool = False, on_next=None, step=None, over=None, py_type=None):
         super().__init__(None)
@@ -490,6 +490,8 @@ class IteratorVar(Var):
         self.on_next = on_next  # a check run before each step
         self.step = step  # () -> Var | None, for lazy iterators
         self.result = None  # a generator's return value, once it has returned
+        self.remake = None  # () -> (callable, [Var], {name: constant}): how the entry makes it again now
+        # (zip, enumerate: the class called over what their iterators are now)
 
     def next(self):
         if self.step is not None:

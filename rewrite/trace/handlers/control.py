@@ -219,7 +219,8 @@ def load_assertion_error(frame, inst):
 
 @handler("BEFORE_WITH")
 def before_with(frame, inst):
-    exit_fn, entered = contexts.enter(frame, frame.stack[-1])  # Unsupported before the stack changes
+    binds = frame.instructions[frame.ip].opname != "POP_TOP"  # (`with ctx as x:`, not `with ctx:`)
+    exit_fn, entered = contexts.enter(frame, frame.stack[-1], binds)  # Unsupported before the stack changes
     frame.pop()
     frame.push(exit_fn)
     frame.push(entered)
