@@ -446,3 +446,16 @@ def test_an_object_changed_and_another_of_its_class_read():
             runs.append((fn(torch.ones(1), a, a if same else Counter()), a.n))
         assert_same(*runs)
     assert dispatcher_of(f).compiles == 2
+
+
+def test_a_function_passed_in_as_a_dict_key_and_set_member_is_guarded_by_identity():
+    """Where its identity decides (a dict key, a set member), a function guarded by its code is
+    guarded by its identity too: a new closure of the same code is another key."""
+    def f(x, g, registry, seen):
+        return x + registry.get(g, 0) + (g in seen) + (g in [k for k in registry])
+    first = make_adder(1)
+    registry, seen = {first: 10}, {first}
+    eager = eager_copy(f)
+    jit(f)
+    for g in (first, make_adder(1), first, make_adder(1)):
+        assert_same(f(torch.zeros(1), g, registry, seen), eager(torch.zeros(1), g, registry, seen))

@@ -265,7 +265,7 @@ def key_of(v: Var):
     if isinstance(v, ObjectVar):
         t = type(v.value)
         if t.__hash__ is object.__hash__ and t.__eq__ is object.__eq__ or isinstance(v.value, IDENTITY_KEYS):
-            return IdentityKey(v, v.value)
+            return IdentityKey(v, v.python_value())  # (a function guarded by its code: by its identity now)
         raise Unsupported(f"dict key {describe(v)} with its own __hash__ (found by its value, which is not guarded)")
     raise Unsupported(f"dict key {describe(v)}")
 
@@ -671,6 +671,8 @@ def _is_member(frame, el: Var, item: Var) -> bool:
     """`el is item or el == item`, for `in` over a sequence's items."""
     if is_same(el, item, frame):
         return True
+    if isinstance(el, ObjectVar) and isinstance(item, ObjectVar) and type(el.value).__eq__ is object.__eq__:
+        return False  # (compared by identity: is_same's answer, guarded)
     if isinstance(el, TensorVar) or isinstance(item, TensorVar):
         raise Unsupported("`in` over tensors compares tensor values (data-dependent)", DATA_DEPENDENT_HINT)
     return fold(operator.eq, python_value(el, "`in`"), python_value(item, "`in`"))

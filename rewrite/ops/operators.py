@@ -6,7 +6,7 @@ import operator
 import torch
 
 from ..errors import Unsupported
-from ..values.vars import ConstVar, ListVar, ScalarVar, SymIntVar, TensorVar, TracebackVar, TupleVar, Var
+from ..values.vars import ConstVar, ListVar, ObjectVar, ScalarVar, SymIntVar, TensorVar, TracebackVar, TupleVar, Var
 from .core import IMPOSSIBLE_ITEMS, MAX_CHARS, MAX_ITEMS, const, describe, fold, foldable, is_same, mutating
 from .fills import inplace
 from .instances import binary as user_binary, call_dunder, is_user_object
@@ -54,7 +54,8 @@ def binary(frame, sym: str, a: Var, b: Var) -> Var:
     seq = _sequence_op(frame, sym, a, b)
     if seq is not None:
         return seq
-    if fn in (operator.eq, operator.ne) and (isinstance(a, BY_IDENTITY) or isinstance(b, BY_IDENTITY)):
+    if fn in (operator.eq, operator.ne) and (isinstance(a, BY_IDENTITY) or isinstance(b, BY_IDENTITY) or
+                                            _compared_by_identity(a) and _compared_by_identity(b)):
         return ConstVar(is_same(a, b, frame) is (fn is operator.eq))  # (no __eq__ of their own: object's)
     if foldable(a) and foldable(b):
         x, y = a.python_value(), b.python_value()
@@ -68,6 +69,11 @@ def binary(frame, sym: str, a: Var, b: Var) -> Var:
 
 # Vars of objects compared by identity (their classes keep object's __eq__): tracebacks, exceptions
 BY_IDENTITY = (TracebackVar,)
+
+
+def _compared_by_identity(v) -> bool:
+    """An object that came in whose class compares with object's `==` (a function, a module)."""
+    return isinstance(v, ObjectVar) and type(v.value).__eq__ is object.__eq__
 
 
 def repeat_count(sample, n: int, cap: int = MAX_ITEMS) -> int:

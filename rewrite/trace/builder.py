@@ -48,7 +48,8 @@ from ..guards.source import (AttrSource, CellContentsSource, DictItemSource, Dic
 from ..ops.contexts import is_wrapped_context, wrap_context
 from ..ops.markers import allowed, disabled
 from ..ops.core import key_of
-from ..values.vars import BoundVar, ConstVar, DictVar, GradModeVar, ListVar, ObjectVar, PartialVar, TupleVar
+from ..values.vars import (BoundVar, CodeFunctionVar, ConstVar, DictVar, GradModeVar, ListVar, ObjectVar, PartialVar,
+                           TupleVar)
 
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
 EQUAL_CONSTS = (torch.device, range, slice)
@@ -295,7 +296,7 @@ def _wrap(tracer, value, source, t, add):
         add(IdMatch(AttrSource(source, "__code__"), value.__code__))  # code and globals, not its identity
         add(IdMatch(AttrSource(source, "__globals__"), value.__globals__))
         add(LenMatch(AttrSource(source, "__dict__"), 0))  # (no attribute of its own: no marker, no __wrapped__)
-        return ObjectVar(value, source)
+        return CodeFunctionVar(value, source, lambda: add(IdMatch(source, value)))
     if isinstance(value, IDENTITY):
         add(IdMatch(source, value))
         return ObjectVar(value, source)

@@ -10,7 +10,8 @@ tables in `rewrite/ops`, keyed by the underlying Python object or its type.
 * TupleVar / ListVar / DictVar -- containers of Vars (ListVar/DictVar created while tracing are mutable)
 * SetVar      -- a set or frozenset made while tracing
 * IteratorVar -- an iterator over a materialized list of Vars
-* ObjectVar   -- any other real Python object, used by identity (functions, modules, classes, instances)
+* ObjectVar   -- any other real Python object, used by identity (functions, modules, classes, instances);
+  CodeFunctionVar: a function that came in, guarded by its code (its identity where it decides)
 * FunctionVar -- a function created while tracing (MAKE_FUNCTION), inlined when called
 * MethodVar   -- a bound method on a Var (`x.relu`, `lst.append`)
 * CellVar     -- a closure cell: virtual (created while tracing) or a real cell with a source
@@ -556,6 +557,24 @@ class ObjectVar(Var):
     def __repr__(self):
         name = getattr(self.value, "__qualname__", None) or type(self.value).__qualname__
         return f"ObjectVar({name})"
+
+
+class CodeFunctionVar(ObjectVar):
+    """A function that came in, guarded by its code, globals and empty `__dict__` instead of its
+    identity (trace/builder.py's `_by_code`: a lambda made per call hits the cache). Where its
+    identity decides what the trace computes -- its Python value folded into a dict key, a set
+    member, a comparison -- `pin` guards the identity then, once."""
+    __slots__ = ("pin",)
+
+    def __init__(self, value, source, pin):
+        super().__init__(value, source)
+        self.pin = pin
+
+    def python_value(self):
+        if self.pin is not None:
+            pin, self.pin = self.pin, None
+            pin()
+        return self.value
 
 
 class FunctionVar(Var):
