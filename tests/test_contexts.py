@@ -251,3 +251,21 @@ def test_an_error_part_way_through_the_graph_leaves_its_contexts():
         else:
             raise AssertionError("eager raises IndexError")
         assert not torch.is_autocast_enabled("cpu")
+
+
+def test_an_input_first_read_inside_inference_mode_after_a_break_is_written():
+    """The resume function reads `t1` (an input of its own, requiring grad) first inside a traced
+    `inference_mode` block and writes into it: the trace's copy is made outside that mode, as the
+    input is (the fuzzer, `--focus contexts`, seed 5206)."""
+    def f(x0):
+        t1 = x0 + x0
+        if x0.float().sum() > 0:
+            x0 = x0 * 2
+        with torch.inference_mode():
+            t1.add_(1)
+        return t1
+    eager = eager_copy(f)
+    jit(f)
+    for n in (0, 3):
+        x = torch.randn(n).requires_grad_()
+        assert_same(f(x), eager(x))

@@ -623,3 +623,10 @@ def test_strict_mode_lets_eagers_own_errors_through():
     for _ in range(2):
         with pytest.raises(KeyError):
             g(torch.ones(2), {})
+
+
+def test_set_pop_after_pop_and_add_follows_cpythons_finger():
+    """set.pop() resumes after the slot it last emptied (CPython's finger), so a member popped
+    and added again is not the next one popped (the fuzzer, `--focus fills`, seed 5207)."""
+    for n in (0, 1, 2):
+        check(f"s = {{{n}, 1, 2}}\na = s.pop()\ns.add({n})\nb = s.pop()\nout = (a, b, sorted(s), list(s))")

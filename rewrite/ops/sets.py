@@ -87,6 +87,8 @@ def method(frame, s: SetVar, name: str, args: list[Var], kwargs) -> Var:
         mutating(frame, s)
         if not s.items:
             raise python_error(KeyError, "pop from an empty set")
+        if s.real is not None and all(k[0] == "value" for k in s.items):
+            return s.items.pop(("value", s.real.pop()))  # (the real set's pop: CPython's finger moves on)
         item = members(s)[0]
         discard(s, member_key(item))
         return item

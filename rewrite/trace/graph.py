@@ -284,15 +284,16 @@ def input_copy(value: torch.Tensor, copies: dict) -> torch.Tensor:
 def _alike(value: torch.Tensor, storage) -> torch.Tensor:
     """A tensor over `storage` where `value` lies in its own, with its requires_grad and leafness
     (a non-leaf's writes are allowed where a leaf's are not); not a view."""
-    with torch.inference_mode(value.is_inference()), torch.no_grad():
-        copy = torch.empty((), dtype=value.dtype, device=value.device)
-    if value.requires_grad:
-        copy.requires_grad_()
-        if not value.is_leaf:
-            with torch.enable_grad():
-                copy = copy * 1
-    with torch.inference_mode(value.is_inference()), torch.no_grad():
-        copy.set_(storage, value.storage_offset(), value.shape, value.stride())
+    with torch.inference_mode(value.is_inference()):  # (the trace may be in a traced inference_mode block)
+        with torch.no_grad():
+            copy = torch.empty((), dtype=value.dtype, device=value.device)
+        if value.requires_grad:
+            copy.requires_grad_()
+            if not value.is_leaf:
+                with torch.enable_grad():
+                    copy = copy * 1
+        with torch.no_grad():
+            copy.set_(storage, value.storage_offset(), value.shape, value.stride())
     return copy
 
 
