@@ -950,3 +950,36 @@ def test_error_on_graph_break_in_a_helper_and_under_fullgraph():
         return decorated(x + 1)
     got, graphs, want = _graphs_of(k, torch.ones(3), outer=True)
     assert_same(got, want)
+
+
+@functools.singledispatch
+def _describe(arg):
+    return "object"
+
+
+@_describe.register
+def _(arg: int):
+    return "int"
+
+
+@_describe.register(list)
+def _(arg):
+    return f"list of {len(arg)}"
+
+
+@_describe.register(torch.Tensor)
+def _(arg):
+    return arg * 2
+
+
+def test_functools_singledispatch():
+    """The implementation registered for the first argument's class, as `dispatch` finds it (a
+    subclass too); registering another implementation later recompiles (the registry is guarded)."""
+    def f(x):
+        return _describe(1), _describe(True), _describe([1, 2]), _describe("s"), _describe(x)
+    check(f, lambda seed: (rand(seed, 2),))
+
+    compiled = rewrite.jit(lambda t: (_describe(1.5), _describe(t)), fullgraph=True)
+    first = compiled(torch.ones(1))
+    _describe.register(float, lambda arg: "float")  # (last: a registry cannot unregister)
+    assert compiled(torch.ones(1))[0] == "float" and first[0] == "object"

@@ -334,6 +334,24 @@ class LenMatch(Guard):
 
 
 @dataclass(frozen=True)
+class ItemsMatch(Guard):
+    """A mapping's items, in order, each key and value the very object seen (a
+    `functools.singledispatch` registry: its classes and their implementations)."""
+    source: Source
+    items: tuple
+    priority = 3
+
+    def checks(self, c):
+        return [f"tuple({self.source.expr()}.items()) == {c.ref(self.items)}"]
+
+    def failure(self, value):
+        items = tuple(value.items())
+        if len(items) != len(self.items) or any(a is not x or b is not y for (a, b), (x, y) in zip(items, self.items)):
+            return f"the items of {self.source.name()} changed"
+        return None
+
+
+@dataclass(frozen=True)
 class KeysMatch(Guard):
     """A dict's keys, in order."""
     source: Source

@@ -261,6 +261,10 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         return library.call_getter(frame, value, args, kwargs)
     if isinstance(value, _CUSTOM_OP):  # torch.library.custom_op: its operator is the graph node
         return call_torch(frame, value._opoverload, args, kwargs)
+    if library.is_singledispatch(value):
+        made = library.singledispatch_call(frame, fn, args, kwargs)
+        if made is not None:
+            return made
     kind = trace_rule(value, _holds_objects([*args, *kwargs.values()]))  # (graph op or Python: tensors.trace_rule)
     if kind == "python":
         return tracer.inline(value, args, kwargs, fn.source, frame)

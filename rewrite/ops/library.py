@@ -11,6 +11,7 @@ time -- only `type(a) is type(b)` across two calls can tell.
 """
 from __future__ import annotations
 
+import abc
 import builtins
 import collections
 import functools
@@ -22,12 +23,14 @@ import types
 import torch
 
 from ..errors import Unsupported, python_error
+from ..guards.guard import ItemsMatch
+from ..guards.source import AttrSource
 from ..values.side_effects import DELETED
 from ..values.vars import (CellVar, ConstVar, DictVar, FunctionVar, IteratorVar, ListVar, ObjectVar, PartialVar,
                            SymIntVar, TensorVar, TupleVar, Var, note_mutation)
 from .builtins import attribute_name
 from .core import (BUILTINS, CALLS, MAX_ITEMS, const, describe, fold, foldable, getitem, is_callable, iterate,
-                   python_value, rule, unpack)
+                   python_type, python_value, rule, unpack)
 from .operators import binary
 
 
@@ -230,6 +233,29 @@ def _zip_longest(frame, args, kwargs):
             items.append(item)
         return TupleVar(items) if any(active) else None
     return IteratorVar(step=step, py_type=itertools.zip_longest)
+
+
+_SINGLEDISPATCH_CODE = functools.singledispatch(lambda arg: arg).__code__
+
+
+def is_singledispatch(fn) -> bool:
+    """A function `functools.singledispatch` made (its `wrapper`)."""
+    return isinstance(fn, types.FunctionType) and fn.__code__ is _SINGLEDISPATCH_CODE
+
+
+def singledispatch_call(frame, fn: ObjectVar, args, kwargs) -> Var | None:
+    """`fun(arg, ...)` of a singledispatch function: the implementation registered for the first
+    argument's class (as `fun.dispatch` finds it now) called, guarded on the registry's items;
+    None where that cannot be decided here (no argument: the wrapper's own TypeError; an ABC
+    among the registered classes, whose virtual subclasses change the answer)."""
+    if not args or fn.source is None:
+        return None
+    registry = fn.value.registry
+    if any(isinstance(cls, abc.ABCMeta) for cls in registry):
+        return None
+    frame.tracer.guards.add(ItemsMatch(AttrSource(fn.source, "registry"), tuple(registry.items())))
+    impl = fn.value.dispatch(python_type(args[0]))
+    return CALLS.call(frame, ObjectVar(impl), list(args), kwargs)
 
 
 _TEE = type(itertools.tee(())[0])
