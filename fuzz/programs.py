@@ -610,8 +610,8 @@ class OwnNew:
         self = super().__new__(cls)
         self.t = t * 2
         return self''',
-    "Seq": '''\
-class Seq:
+    "GetSeq": '''\
+class GetSeq:
     def __init__(self, t, n):
         self.t, self.n = t, n
 
@@ -956,9 +956,9 @@ WRITTEN = [
     "_g{i} = deleg_gen({a})\nnext(_g{i})\n{new} = _g{i}.throw(ValueError({k}))\n{new2} = next(_g{i})",
     "_g{i} = deleg_gen({a})\nnext(_g{i})\n_g{i}.close()\n{new} = {a} + 1",
     # the old sequence protocol: __getitem__ until IndexError
-    "{new} = sum(Seq({a}, {k} % 4 + 1))",
-    "_h{i}, *_r{i} = Seq({a}, 3)\n{new} = _h{i} + len(_r{i})",
-    "{new} = ({a}.sum() in Seq({a}, 0), list(iter(Seq(1, 2))))",
+    "{new} = sum(GetSeq({a}, {k} % 4 + 1))",
+    "_h{i}, *_r{i} = GetSeq({a}, 3)\n{new} = _h{i} + len(_r{i})",
+    "{new} = ({a}.sum() in GetSeq({a}, 0), list(iter(GetSeq(1, 2))))",
 ]
 FUNCTIONAL = [  # sorted/min/max with key=, functools, operator, itertools (bound to a new name)
     "sorted([{a}, {b}, {a} * 2], key=lambda t: t.dim())[0]", "sorted([{a}, {b}], key=lambda t: tuple(t.shape))[-1]",

@@ -174,6 +174,17 @@ def slot_kind(v) -> str:
     return "value"
 
 
+def slot_value(v, kind: str):
+    """What a resume function takes for a stack slot of that kind (`resume.resume_code`): for a
+    `for` loop's iterator, what its first instructions rebuild it from -- (the list, items
+    taken) for a list, the items left otherwise; None for a NULL or a traced context."""
+    if kind == "list_iter":
+        return TupleVar([v.over, ConstVar(v.pos)])
+    if kind == "iter":
+        return TupleVar(v.items[v.pos:])
+    return ConstVar(None) if kind in ("null", "ctx") else v
+
+
 class Break:
     def __init__(self, kind, inst, next_offset, checkpoint, error, grad_mode_outside: bool):
         self.kind, self.inst, self.next_offset, self.cp, self.error = kind, inst, next_offset, checkpoint, error
@@ -201,12 +212,7 @@ class Break:
                 kind = "value"  # an argument of the eager step: passed as the iterator itself
             if kind in ("list_iter", "iter") and any(v is u for u in local_vars):
                 raise Unsupported("a loop's iterator that is also a local variable")
-            if kind == "list_iter":
-                out.append(TupleVar([v.over, ConstVar(v.pos)]))
-            elif kind == "iter":
-                out.append(TupleVar(v.items[v.pos:]))
-            else:
-                out.append(ConstVar(None) if kind in ("null", "ctx") else v)
+            out.append(slot_value(v, kind))
         for v in local_vars:
             out.append(tracer.wrap(v.value, v.source) if isinstance(v, Lazy) else v)
         return TupleVar(out)

@@ -265,12 +265,8 @@ def _generator(cap: Capture, gen, rebuild) -> str:
     for v in frame.stack:
         kind = breaks.slot_kind(v)
         slots.append(kind)
-        if kind == "list_iter":
-            args.append(rebuild(TupleVar([v.over, ConstVar(v.pos)])))
-        elif kind == "iter":
-            args.append(rebuild(TupleVar(v.items[v.pos:])))
-        elif kind == "value":
-            args.append(rebuild(v))
+        if kind != "null":  # (pushed again by the new code, not passed; no "ctx" here: why_not_rebuilt)
+            args.append(rebuild(breaks.slot_value(v, kind)))
     names = tuple(frame.locals)
     args += ["None", *(rebuild(frame.locals[n]) for n in names)]  # (the stand-in the primed one yields)
     new = suspended_code(code, frame.instructions[frame.ip - 1].offset, tuple(slots), names)

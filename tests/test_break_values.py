@@ -10,7 +10,6 @@ import types
 import pytest
 import torch
 
-import rewrite
 from rewrite import dispatcher_of, jit
 
 from conftest import CompileCounter, assert_same, eager_copy

@@ -14,7 +14,6 @@ import weakref
 from bytecode import Bytecode, Instr, Label
 from bytecode.instr import InstrLocation
 
-from ..errors import Unsupported
 from . import compat
 from .route import route_calls
 
@@ -121,7 +120,7 @@ def exhausted_generator(name: str, qualname: str):
     """A generator that has finished, named as the one a trace ran to its end."""
     def gen():
         return
-        yield  # noqa: (a generator function)
+        yield  # (a generator function)
     g = gen()
     g.__name__, g.__qualname__ = name, qualname
     next(g, None)

@@ -314,8 +314,9 @@ def bind_arguments(code, args, kwargs, defaults, kwdefaults) -> dict[str, Var]:
 
 
 def untraced_with_open(stack) -> bool:
-    """Whether a `with` block over a context manager the tracer did not enter is open: its
-    real `__exit__` is on the stack, and may swallow an exception."""
+    """Whether a `with` block over a context manager of the user's is open -- one the tracer did
+    not enter (its real `__exit__` on the stack) or one whose `__exit__` it traces: either may
+    swallow an exception (breaks.plan lets only a call break there)."""
     return any(isinstance(v, ObjectVar) and getattr(v.value, "__name__", None) == "__exit__"
                or isinstance(v, BoundVar) and v.func.__name__ == "__exit__" for v in stack)
 
