@@ -15,6 +15,7 @@ import copy
 import functools
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -66,6 +67,36 @@ def _maker(dtype: str, shape: list[int], seed: int) -> str:
     if dtype == "int64":
         return f"torch.randint(-4, 5, {size}, {gen})"
     return f"torch.randint(0, 2, {size}, {gen}).bool()"
+
+
+# NumPy arrays passed in (`--focus numpy`): dtypes, and layouts (reversed: negative strides)
+ARRAY_DTYPES = ("float64", "float32", "int64", "int32", "bool")
+ARRAY_LAYOUTS = ("contiguous", "contiguous", "transposed", "sliced", "reversed")
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """A NumPy array input: symbolic dims, a dtype, a layout (as a tensor's, or reversed)."""
+    name: str
+    syms: tuple
+    dtype: str
+    layout: str
+
+    def expr(self, dims: dict, seed: int) -> str:
+        shape = [dims[s] for s in self.syms]
+        layout = self.layout if len(shape) >= (2 if self.layout == "transposed" else 1) else "contiguous"
+        base = list(shape)
+        if layout == "transposed":
+            base[-1], base[-2] = base[-2], base[-1]
+        elif layout == "sliced":
+            base[-1] = 2 * base[-1]
+        size = "(" + ", ".join(map(str, base)) + ("," if len(base) == 1 else "") + ")"
+        rng = f"np.random.default_rng({seed})"
+        make = {"float64": f"{rng}.standard_normal({size})", "float32": f"{rng}.standard_normal({size}, np.float32)",
+                "int64": f"{rng}.integers(-4, 5, {size})", "int32": f"{rng}.integers(-4, 5, {size}, np.int32)",
+                "bool": f"{rng}.integers(0, 2, {size}).astype(bool)"}[self.dtype]
+        return make + {"contiguous": "", "transposed": ".swapaxes(-1, -2)", "sliced": "[..., ::2]",
+                       "reversed": "[::-1]"}[layout]
 
 
 @dataclass(frozen=True)
@@ -230,7 +261,7 @@ def input_lines(specs, dims: dict, seed: int) -> list[str]:
 
 
 def _env(ns: dict | None) -> dict:
-    return {"torch": torch, "F": F, "functools": functools, "Box": Box, **(ns or {})}
+    return {"torch": torch, "F": F, "np": np, "functools": functools, "Box": Box, **(ns or {})}
 
 
 def make_args(specs, dims: dict, seed: int, ns: dict | None = None) -> list:

@@ -26,11 +26,12 @@ import math
 import types
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 import rewrite
 
-from .inputs import (AliasSpec, Box, BoxSpec, ListSpec, ObjSpec, TensorSpec, alias_variant, input_lines,
+from .inputs import (AliasSpec, ArraySpec, Box, BoxSpec, ListSpec, ObjSpec, TensorSpec, alias_variant, input_lines,
                      make_args)
 
 PROGRAM_MODULE = "fuzz_program"  # the `__name__` of a generated program's module
@@ -102,6 +103,27 @@ def _tolerance(dtype):
     return dict(rtol=0, atol=0)
 
 
+# NumPy results: equal within this (NumPy and torch round sums, means and norms their own ways)
+NUMPY_TOLERANCE = {"f": dict(rtol=1e-5, atol=1e-6), "c": dict(rtol=1e-5, atol=1e-6)}
+NUMPY_HALF_TOLERANCE = dict(rtol=1e-2, atol=1e-2)
+
+
+def _compare_numpy(actual, expected, where: str) -> None:
+    """NumPy arrays and scalars: dtype, shape, writeable, values (floats: NUMPY_TOLERANCE)."""
+    if actual.dtype != expected.dtype or actual.shape != expected.shape:
+        raise Divergence(f"{where}: {actual.dtype}{list(actual.shape)} != eager's {expected.dtype}{list(expected.shape)}")
+    if isinstance(expected, np.ndarray) and actual.flags.writeable != expected.flags.writeable:
+        raise Divergence(f"{where}: writeable {actual.flags.writeable} != eager's {expected.flags.writeable}")
+    tol = NUMPY_HALF_TOLERANCE if expected.dtype == np.float16 else NUMPY_TOLERANCE.get(expected.dtype.kind)
+    try:
+        if tol is None:
+            np.testing.assert_array_equal(actual, expected)
+        else:
+            np.testing.assert_allclose(actual, expected, equal_nan=True, **tol)
+    except AssertionError as e:
+        raise Divergence(f"{where}: values differ\n{e}") from None
+
+
 def program_object(value) -> bool:
     """An instance of a class the program defined (at module level or inside `f`; a pasted
     reproducer's module is not PROGRAM_MODULE, so any plain object of a user's module counts)."""
@@ -152,6 +174,8 @@ def compare(actual, expected, where: str = "result", depth: int = 0) -> None:
                                        **_tolerance(expected.dtype))
         except AssertionError as e:
             raise Divergence(f"{where}: values differ\n{e}") from None
+    elif isinstance(expected, (np.ndarray, np.generic)):
+        _compare_numpy(actual, expected, where)
     elif isinstance(expected, types.GeneratorType):  # a generator returned: what it yields from now on,
         compare(_drain(actual), _drain(expected), f"{where} (what it yields)", depth + 1)  # and how it ends
     elif isinstance(expected, collections.deque):
@@ -206,19 +230,32 @@ def compare_exceptions(actual: BaseException, expected: BaseException, where: st
 
 
 def _mutable(value) -> bool:
-    return isinstance(value, (torch.Tensor, list, dict, Box)) or program_object(value)
+    return isinstance(value, (torch.Tensor, list, dict, Box, np.ndarray)) or program_object(value)
 
 
-def _shares(a: torch.Tensor, b: torch.Tensor) -> bool:
-    sa, sb = a.untyped_storage(), b.untyped_storage()
-    return sa.nbytes() > 0 and sa.data_ptr() == sb.data_ptr() and a.device == b.device
+def _memory(v):
+    """The bytes a tensor's storage or an array's data spans: (device, start, end)."""
+    if isinstance(v, np.ndarray):
+        low, high = np.lib.array_utils.byte_bounds(v)
+        return "cpu", low, high
+    s = v.untyped_storage()
+    return v.device, s.data_ptr(), s.data_ptr() + s.nbytes()
+
+
+def _shares(a, b) -> bool:
+    """Tensors: one storage; with arrays: overlapping bytes (`x.numpy()` is x's memory)."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        sa, sb = a.untyped_storage(), b.untyped_storage()
+        return sa.nbytes() > 0 and sa.data_ptr() == sb.data_ptr() and a.device == b.device
+    (da, a0, a1), (db, b0, b1) = _memory(a), _memory(b)
+    return da == db and a0 < a1 and b0 < b1 and a0 < b1 and b0 < a1
 
 
 def _parts(value, where: str, depth: int = 0):
     """Every tensor, list, dict and program object in a result, with where it is."""
     if depth > 8:
         return
-    if isinstance(value, (torch.Tensor, list, dict)) or program_object(value):
+    if isinstance(value, (torch.Tensor, list, dict, np.ndarray)) or program_object(value):
         yield where, value
     if isinstance(value, (tuple, list)):
         for i, v in enumerate(value):
@@ -229,6 +266,9 @@ def _parts(value, where: str, depth: int = 0):
     elif program_object(value) and hasattr(value, "__dict__"):
         for k, v in vars(value).items():
             yield from _parts(v, f"{where}.{k}", depth + 1)
+
+
+MEMORY = (torch.Tensor, np.ndarray)
 
 
 def _tensors(value, where: str):
@@ -245,14 +285,14 @@ def aliasing(result, args) -> set[str]:
         for name, other in ins + outs[:k]:
             if t is other:
                 facts.add(f"{where} is {name}")
-            elif isinstance(t, torch.Tensor) and isinstance(other, torch.Tensor) and _shares(t, other):
+            elif isinstance(t, MEMORY) and isinstance(other, MEMORY) and _shares(t, other):
                 facts.add(f"{where} shares memory with {name}")
     return facts
 
 
 def input_sharing(args) -> set[str]:
     """Which inputs share memory with each other."""
-    ins = [(i, a) for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    ins = [(i, a) for i, a in enumerate(args) if isinstance(a, MEMORY)]
     return {f"input {i} shares memory with input {j}" for k, (i, a) in enumerate(ins) for j, b in ins[:k]
             if _shares(a, b)}
 
@@ -319,7 +359,7 @@ def compare_call(compiled, eager, make_inputs, label: str = "call", mutable=None
 def check_call(compiled, eager, specs, dims, seed, label, namespaces=(None, None)) -> None:
     """`namespaces`: the eager and the @jit program's module namespaces (inputs that are objects
     of the program's classes are made in each)."""
-    mutable = [isinstance(s, (TensorSpec, AliasSpec, ListSpec, BoxSpec, ObjSpec)) for s in specs]
+    mutable = [isinstance(s, (TensorSpec, AliasSpec, ListSpec, BoxSpec, ObjSpec, ArraySpec)) for s in specs]
     e_ns, j_ns = namespaces
     compare_call(compiled, eager, lambda: make_args(specs, dims, seed, e_ns), label, mutable,
                  lambda: make_args(specs, dims, seed, j_ns))

@@ -61,11 +61,12 @@ import types
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from .inputs import (ALIAS_VIEWS, DTYPES, LAYOUTS, PARTIALS, SHARED_VIEWS, AliasSpec, BoxSpec, FnSpec, ListSpec,
-                     ObjSpec, ScalarSpec, TensorSpec, make_args)
+from .inputs import (ALIAS_VIEWS, ARRAY_DTYPES, ARRAY_LAYOUTS, DTYPES, LAYOUTS, PARTIALS, SHARED_VIEWS, AliasSpec,
+                     ArraySpec, BoxSpec, FnSpec, ListSpec, ObjSpec, ScalarSpec, TensorSpec, make_args)
 from .oracle import PROGRAM_MODULE, program_object
 
 META_DIMS = {"d0": 2, "d1": 3, "d2": 5}
@@ -206,6 +207,7 @@ import itertools
 import logging
 import operator
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -1003,11 +1005,14 @@ PLACES = {  # placeholder -> the values it may name
     "frz": lambda v: type(v).__name__ == "Frozen" and program_object(v),
     "set": _python_set, "mset": lambda v: _python_set(v) and isinstance(v, set),
     "fn": lambda v: isinstance(v, functools.partial) or isinstance(v, types.FunctionType) and v.__name__ == "<lambda>",
+    "arr": lambda v: isinstance(v, np.ndarray),
 }
 MAKE_PLACES = {  # how such a value is made on the spot (first), when the program has none, or sometimes
     "acc": ["Acc({a}, {k})", "Scaled({a}, {k})", "Scaled.of({a})"], "obj": ["Acc({a})", "Stats({a})"],
     "pair": ["Pair({a}, {b})"], "stats": ["Stats({a}, {k})"], "frz": ["Frozen({a}, {k})"],
     "set": ["set({a}.shape)", "{{{k}, 1, {a}.dim()}}", "frozenset(range({k} % 4))"], "mset": ["{{{k}, 1, {a}.dim()}}"],
+    "arr": ["{a}.detach().numpy()", "np.asarray({a}.detach())", "{a}.detach().numpy()[..., ::-1]",
+            "{a}.detach().numpy().astype(np.float32)", "np.arange({k} + 2)", "np.linspace(0, 1, {k} + 1)"],
 }
 
 
@@ -1069,6 +1074,30 @@ def rule_bind(table, prefix="t"):
     return rule
 
 
+# NumPy code over arrays from tensors (`.numpy()`: their memory) and arrays passed in (issue 41)
+NUMPY = [
+    "{new} = np.sum({arr}, axis=0)", "{new} = {arr}.sum() * {a}", "{new} = np.mean({arr}), np.std({arr})",
+    "{new} = {arr} * {k} + 1.5", "{new} = {arr} / 2, {arr} // 2, {arr} % 3", "{new} = -{arr}, abs({arr}), {arr} ** 2",
+    "{new} = np.where({arr} > 0, {arr}, 0)", "{new} = {arr}.T @ {arr}", "{new} = np.dot({arr}, {arr2}.T)",
+    "{new} = np.float32({k}) * {arr}", "{new} = {arr}.astype(np.float32) / 3", "{new} = {arr}.astype(np.int64)",
+    "{new} = np.clip({arr}, -1, 1)", "{new} = np.concatenate([{arr}, {arr2}])", "{new} = np.stack([{arr}, {arr}], -1)",
+    "{new} = np.exp(np.minimum({arr}, 3)).max(axis=-1)", "{new} = {arr}.reshape(-1)[:3]", "{new} = np.argmax({arr})",
+    "{new} = np.cumsum({arr})", "{new} = np.linalg.norm({arr})", "{new} = np.einsum('...i,...i->...', {arr}, {arr})",
+    "{new} = np.zeros({arr}.shape) + {arr}", "{new} = np.maximum({arr}, {arr2})", "{new} = ({arr} > 0) & ({arr} < 2)",
+    "{new} = np.flip({arr})", "{new} = np.broadcast_to({arr}, (2, *{arr}.shape))", "{new} = np.sort({arr}, axis=None)",
+    "{new} = np.isclose({arr}, {arr} + 1e-9), np.allclose({arr}, {arr2})", "{new} = {arr}[0], {arr}[..., :1]",
+    "{new} = {a} + torch.from_numpy(np.ascontiguousarray({arr}))", "{new} = torch.as_tensor({arr}) * 2",
+    "{new} = torch.tensor({arr}).sum()", "{new} = {arr}.shape, {arr}.ndim, {arr}.dtype, {arr}.size",
+    "{new} = np.var({arr}, axis=-1, keepdims=True)", "{new} = np.tanh({arr}), np.sqrt(np.abs({arr}))",
+    "{new} = {arr}.mean(axis=0) - {arr}", "{new} = np.expand_dims({arr}, 0)", "{new} = np.transpose({arr})",
+    "{new} = np.round({arr}, 1), np.floor({arr})", "{new} = {arr}.copy()\n{new}[...] = {k}", "{new} = len({arr})",
+    "{new} = np.prod({arr}, axis=-1)", "{new} = np.any({arr} > 1), np.all({arr} >= -4)",
+    # writes: into an array passed in, or into a tensor's memory through its array
+    "{arr} += 1", "{arr} *= {k}", "{arr}[0] = {k}", "{arr}[...] = np.flip({arr}).copy()", "{arr}.fill({k})",
+    "{arr} /= 2", "{new} = {a}.detach().numpy()\n{new}[0] = {k}",
+]
+
+
 def rule_block(table):
     """A statement or block from `table`."""
     def rule(draw, g):
@@ -1098,6 +1127,7 @@ FUNCTIONAL_RULES = [(3, rule_bind(FUNCTIONAL)), (1, rule_block(FUNCTIONAL_BLOCKS
 FILL_RULES = [(2, rule_block(FILLS))]
 SEMANTIC_RULES = [(1, rule_block(SEMANTICS))]  # (among the other Python rules; `--focus semantics`: mostly these)
 WRITTEN_RULES = [(1, rule_block(WRITTEN))]  # (`--focus written`: mostly these)
+NUMPY_RULES = [(6, rule_block(NUMPY))]  # (`--focus numpy`)
 PYTHON_RULES = (CLASS_RULES + EXCEPTION_RULES + SET_RULES + CONTEXT_RULES + FUNCTIONAL_RULES + FILL_RULES
                 + SEMANTIC_RULES + WRITTEN_RULES)
 
@@ -1132,6 +1162,9 @@ FOCUS = {
     # chains, slotted classes and their own __new__, `in` on sets and iterators, the __getitem__ protocol
     "written": [(6, rule_block(WRITTEN)), (2, rule_assign(BINARY)), (1, rule_assign(SIZES, "k")), (1, rule_for),
                 (1, rule_write(INPLACE)), (1, rule_unsupported)],
+    # NumPy over arrays from tensors and arrays passed in (issue 41), compared with NumPy's tolerance (oracle.py)
+    "numpy": NUMPY_RULES + [(2, rule_assign(BINARY)), (1, rule_assign(REDUCE)), (1, rule_write(INPLACE)),
+                            (1, rule_unsupported)],
 }
 
 
@@ -1179,6 +1212,11 @@ def programs(draw, max_statements: int = 8, rules: list | None = None) -> Progra
             inputs.append(ObjSpec("acc2", inputs[-1].cls, draw(st.integers(1, 3))))
     if python and draw(st.integers(0, 5)) == 0:
         inputs.append(FnSpec("fn", draw(st.sampled_from(PARTIALS))))
+    if any(r in {r for _, r in NUMPY_RULES} for _, r in rules):  # NumPy arrays passed in
+        for i in range(draw(st.integers(0, 2))):
+            rank = draw(st.integers(0, 3))
+            inputs.append(ArraySpec(f"arr{i}", SYMS[3 - rank:], draw(st.sampled_from(ARRAY_DTYPES)),
+                                    draw(st.sampled_from(ARRAY_LAYOUTS))))
     program = Program(inputs)
     for spec in inputs:
         if isinstance(spec, ObjSpec):
@@ -1219,7 +1257,8 @@ def _returnable(v, depth=0) -> bool:
     functions or classes)."""
     if isinstance(v, bool):
         return depth > 0
-    if isinstance(v, (torch.Tensor, int, float, str, types.GeneratorType)) or _python_set(v) or v is None:
+    if isinstance(v, (torch.Tensor, int, float, str, types.GeneratorType, np.ndarray, np.generic)) or _python_set(v) \
+            or v is None:
         return True  # (a generator: the oracle compares what it yields)
     if depth > 3:
         return False

@@ -30,6 +30,7 @@ from .errors import (BackendCompilerFailed, EagerOnce, RaisesEagerly, Unsupporte
 from .guards.codegen import GuardCode, GuardFunction, GuardSet, render_guards
 from .guards.guard import Consts, UnaliasedMatch
 from .guards.source import GLOBALS, BaseCopySource, Source, attr_expr, comment, param_name
+from .ops.arrays import NDARRAY, NUMPY_SCALAR, read_only
 from .ops.builtins import TracedId
 from .ops.contexts import Enter, grad_mode_state, unwind
 from .ops.core import python_type
@@ -40,7 +41,7 @@ from .ops.sets import members
 from .trace.builder import DynamicPolicy
 from .trace.graph import default_generator
 from .trace.interpreter import Tracer
-from .values.vars import (BoundVar, ConstVar, DictVar, DictViewVar, ExceptionVar, GradModeVar, IdentityKey,
+from .values.vars import (ArrayVar, BoundVar, ConstVar, DictVar, DictViewVar, ExceptionVar, GradModeVar, IdentityKey,
                           InstanceVar, IteratorVar, ListVar, MethodVar, ObjectVar, PartialVar, ScalarVar, SetVar, SymIntVar,
                           TensorVar, TupleVar, Var, call_owned, key_var)
 
@@ -125,8 +126,8 @@ def plan_outputs(cap: Capture) -> None:
         def rebuild(v: Var) -> str:
             if v.source is not None and not call_owned(v):
                 return v.source.expr()  # an input returned as it is: the very same object
-            if isinstance(v, (ListVar, DictVar, InstanceVar, SetVar, IteratorVar, GradModeVar)):  # (one object,
-                # however often held)
+            if isinstance(v, (ListVar, DictVar, InstanceVar, SetVar, IteratorVar, GradModeVar, ArrayVar)):
+                # (one object, however often held)
                 if id(v) not in built:
                     name = built[id(v)] = f"___b{len(built)}"
                     return f"({name} := {build(v)})"
@@ -134,6 +135,8 @@ def plan_outputs(cap: Capture) -> None:
             return build(v)
 
         def build(v: Var) -> str:
+            if isinstance(v, ArrayVar):
+                return _array(cap, v, build, rebuild)
             if isinstance(v, (TensorVar, ScalarVar, SymIntVar)):
                 if v.node not in index:
                     index[v.node] = len(cap.graph_outputs)
@@ -230,6 +233,21 @@ def plan_outputs(cap: Capture) -> None:
     render(lambda i: f"___o[{i}]")  # decides the graph outputs
     cap.render = render
     cap.tracer.graph.output(cap.graph_outputs)
+
+
+def _array(cap: Capture, v: ArrayVar, build, rebuild) -> str:
+    """A NumPy value leaving the call: the tensor out of the graph as the array eager has (its
+    memory), read-only where eager's is; one that views another's memory in NumPy (np.flip's)
+    made again as NumPy made it, from that other one."""
+    if isinstance(v.unshared, tuple):  # (NumPy's view of another array: the same call, on what it viewed)
+        fn, args, kwargs = v.unshared
+        given = "".join(f"{rebuild(a)}, " for a in args)
+        named = "".join(f"**{{{cap.consts.ref(k)}: {rebuild(i)}}}, " for k, i in kwargs.items())
+        return f"{cap.consts.ref(fn)}({given}{named})"
+    out = build(v.tensor)
+    if v.kind is not NDARRAY:
+        return f"{out}.numpy()[()]" if issubclass(v.kind, NUMPY_SCALAR) else f"{out}.item()"
+    return f"{cap.consts.ref(read_only)}({out}.numpy())" if v.readonly else f"{out}.numpy()"
 
 
 def _guard_unaliased(tracer) -> None:

@@ -22,6 +22,7 @@ LAYERS = (
     ("values", ("values.vars", "values.side_effects", "values"), None),
     # the rules: Python's protocols and constants at the bottom (core), kind-specific rules above
     ("ops", ("ops.iterators", "ops.core", "ops.shape_rules", "ops.sets", "ops.fills", "ops.markers", "ops.tensors",
+             "ops.arrays", "ops.numpy_ufuncs", "ops.numpy_functions", "ops.numpy_calls",
              "ops.bases", "ops.instances", "ops.attrdict", "ops.functions", "ops.exceptions", "ops.copying",
              "ops.context_vars", "ops.contexts", "ops.log_calls", "ops.modules", "ops.objects", "ops.operators",
              "ops.higher_order", "ops.signatures", "ops.builtins", "ops.library", "ops.containers", "ops"), None),

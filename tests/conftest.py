@@ -1,6 +1,7 @@
 import os
 import types
 
+import numpy as np
 import pytest
 import torch
 
@@ -32,6 +33,13 @@ def assert_same(actual, expected):
     if isinstance(expected, torch.Tensor):
         assert actual.dtype == expected.dtype and actual.shape == expected.shape
         torch.testing.assert_close(actual, expected, equal_nan=True)
+    elif isinstance(expected, (np.ndarray, np.generic)):  # (NumPy's float tolerance: torch's sums round otherwise)
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape, (actual, expected)
+        if expected.dtype.kind in "fc":
+            np.testing.assert_allclose(actual, expected, rtol=2e-3 if expected.dtype == np.float16 else 1e-5,
+                                       atol=1e-6, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(actual, expected)
     elif isinstance(expected, (type({}.keys()), type({}.values()), type({}.items()))):
         assert_same(list(actual), list(expected))
     elif isinstance(expected, (tuple, list)):

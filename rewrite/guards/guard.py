@@ -457,6 +457,53 @@ class TensorMatch(Guard):
         return None
 
 
+@dataclass(frozen=True)
+class ArrayMatch(Guard):
+    """Type, dtype, sizes and strides (in bytes) of a NumPy array that came in, and that it is
+    writeable (the tensor the graph reads it as shares its memory: `torch.from_numpy`)."""
+    source: Source
+    type: type
+    dtype: object  # a numpy.dtype (one object per builtin dtype)
+    shape: tuple  # None for a dynamic size
+    strides: tuple | None  # None: C-contiguous (dynamic sizes)
+    priority = 4
+
+    def checks(self, c):
+        e = self.source.expr()
+        out = [f"type({e}) is {c.ref(self.type)}", f"{e}.dtype is {c.ref(self.dtype)}"]
+        if None in self.shape:
+            out.append(f"{e}.ndim == {len(self.shape)}")
+            out += [f"{e}.shape[{i}] == {s}" for i, s in enumerate(self.shape) if s is not None]
+        else:
+            out.append(f"{e}.shape == {self.shape!r}")
+        out.append(f"{e}.flags.c_contiguous" if self.strides is None else f"{e}.strides == {self.strides!r}")
+        out.append(f"{e}.flags.writeable")
+        return out
+
+    def describe(self) -> str:
+        shape = [s if s is not None else "?" for s in self.shape]
+        return f"{self.source.name()}: ndarray {self.dtype} size {shape}"
+
+    def failure(self, a):
+        n = self.source.name()
+        if type(a) is not self.type:
+            return f"'{n}' is not a {self.type.__name__} (actual {type(a).__qualname__})"
+        if a.dtype is not self.dtype:
+            return f"array '{n}' dtype mismatch: expected {self.dtype}, actual {a.dtype}"
+        if a.ndim != len(self.shape):
+            return f"array '{n}' rank mismatch: expected {len(self.shape)}, actual {a.ndim}"
+        for i, (want, have) in enumerate(zip(self.shape, a.shape)):
+            if want is not None and want != have:
+                return f"array '{n}' size mismatch at index {i}: expected {want}, actual {have}"
+        if self.strides is None and not a.flags.c_contiguous:
+            return f"array '{n}' is not contiguous (traced with dynamic sizes, contiguous)"
+        if self.strides is not None and a.strides != self.strides:
+            return f"array '{n}' strides mismatch: expected {self.strides}, actual {a.strides}"
+        if not a.flags.writeable:
+            return f"array '{n}' is read-only"
+        return None
+
+
 def _contiguous_strides(shape) -> tuple:
     strides, acc = [], 1
     for size in reversed(shape):

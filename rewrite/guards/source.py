@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from ..errors import Unsupported
 
 GLOBALS = "G"  # the name of the globals dict inside generated code
-ODICT = "__import__('collections').OrderedDict"  # (generated code names builtins only)
+ODICT = "__import__('collections').OrderedDict"
+FROM_NUMPY = "__import__('torch').from_numpy"  # (generated code names builtins only)
 _names: dict | None = None  # while a guard closure is generated: source -> the local holding its value
 _used: set | None = None  # the named sources the expressions rendered so far read
 
@@ -361,6 +362,21 @@ class SizeSource(Source):
 
     def name(self) -> str:
         return f"{self.base.name()}.size({self.dim})"
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+@source_kind
+class ArrayTensorSource(Source):
+    """`torch.from_numpy(base)`: the tensor a NumPy array that came in is read as (its memory)."""
+    base: Source
+
+    def expr(self) -> str:
+        return f"{FROM_NUMPY}({self.base.expr()})"
+
+    def name(self) -> str:
+        return self.base.name()
 
     def root(self) -> Source:
         return self.base.root()

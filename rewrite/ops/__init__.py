@@ -24,14 +24,14 @@ import torch
 from ..errors import Unsupported, python_error
 from ..guards.source import AttrSource, TypeSource, WeakrefSource
 from ..values.side_effects import DELETED
-from ..values.vars import (AttrDictVar, BoundVar, ConstVar, ContextExitVar, DictVar, ExceptionVar, FunctionVar,
-                           GradModeVar, InstanceVar, IteratorVar, ListVar, MethodVar, ModeDecoratedVar, ObjectVar,
-                           PartialVar, RecordedContextVar, ScalarVar, SetVar, SuperVar, SymIntVar, TensorVar, TupleVar,
-                           Var, end_watch, note_mutation, start_watch)
+from ..values.vars import (ArrayVar, AttrDictVar, BoundVar, ConstVar, ContextExitVar, DictVar, ExceptionVar,
+                           FunctionVar, GradModeVar, InstanceVar, IteratorVar, ListVar, MethodVar, ModeDecoratedVar,
+                           ObjectVar, PartialVar, RecordedContextVar, ScalarVar, SetVar, SuperVar, SymIntVar, TensorVar,
+                           TupleVar, Var, end_watch, note_mutation, start_watch)
 from .builtins import PURE, call_builtin
 # (containers, functions, library: their BUILTINS rules register when imported)
 from . import (attrdict, bases, containers, context_vars, contexts, exceptions, fills, functions, higher_order,
-               instances, library, log_calls, markers, signatures)
+               instances, library, log_calls, markers, numpy_calls, signatures)
 from .core import (BUILTINS, CALLS, const, contains, delitem, describe, fold, foldable, getitem, is_same, iterate,
                    key_of, make_slice, python_type, python_value, setitem, truthy, unpack, unpack_targets)
 from .functions import made_function_attr, method_attr, set_made_function_attr
@@ -40,7 +40,7 @@ from .modules import call_module
 from .objects import dict_method, getattr_object, list_method, setattr_object, tuple_field, tuple_method
 from .operators import OPERATOR_FUNCTIONS, UNARY, binary, unary
 from .sets import make, method
-from .tensors import call_function, call_method, call_torch, getattr_tensor, read_state, trace_rule
+from .tensors import call_function, call_method, call_torch, getattr_tensor, is_torch_callable, read_state, trace_rule
 
 __all__ = ["getattr_", "setattr_", "call", "binary", "unary", "const", "contains", "delitem", "describe", "fold", "getitem",
            "is_same", "iterate", "key_of", "make_slice", "python_value", "setitem", "truthy", "unpack", "unpack_targets"]
@@ -59,6 +59,8 @@ def getattr_(frame, obj: Var, name: str) -> Var:
         return contexts.field(obj, name)
     if isinstance(obj, TensorVar):
         return getattr_tensor(frame, obj, name)
+    if isinstance(obj, ArrayVar):
+        return numpy_calls.array_attr(frame, obj, name)
     if isinstance(obj, ObjectVar):
         if log_calls.emitter(obj, name):
             return MethodVar(obj, name)  # (called below: `log_calls.logger_method`)
@@ -164,6 +166,8 @@ def _named_tuple_attr(frame, t: TupleVar, name: str):
 def setattr_(frame, obj: Var, name: str, value) -> None:
     if isinstance(obj, TensorVar):
         raise Unsupported(f"assignment to tensor attribute .{name}")
+    if isinstance(obj, ArrayVar):
+        raise Unsupported(f"assignment to ndarray attribute .{name}")
     if isinstance(obj, InstanceVar):
         return instances.setattr_instance(frame, obj, name, value)
     if isinstance(obj, ExceptionVar):
@@ -232,6 +236,15 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if log_calls.is_logging(value):
         raise Unsupported(f"call to {getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '?')} "
                           "(printing and logging break the graph)", "move the logging call out of the compiled function")
+    if numpy_calls.is_numpy(value):
+        return numpy_calls.call_numpy(frame, fn, args, kwargs)
+    if any(isinstance(a, ArrayVar) for a in [*args, *kwargs.values()]):
+        if is_torch_callable(value):  # torch.from_numpy(a), torch.add(t, a): eager's, with the array's tensor
+            return numpy_calls.torch_call(frame, value, args, kwargs)
+        if args and isinstance(args[0], ArrayVar) and _hashable(value):  # len(a), abs(a), float(a)
+            made = numpy_calls.builtin(frame, value, args, kwargs)
+            if made is not None:
+                return made
     if markers.allowed(value):
         return call_function(frame, value, tuple(args), kwargs)
     made = containers.call_class_method(frame, value, args, kwargs)  # dict.fromkeys(...)
@@ -389,8 +402,13 @@ def _hashable(v) -> bool:
 
 def _call_method(frame, m: MethodVar, args, kwargs) -> Var:
     self = m.self_var
+    if isinstance(self, TensorVar) and (m.name == "numpy" or any(isinstance(a, ArrayVar) for a in
+                                                                 [*args, *kwargs.values()])):
+        return numpy_calls.tensor_method(frame, self, m.name, args, kwargs)
     if isinstance(self, TensorVar):
         return call_method(frame, m.name, [self, *args], kwargs)
+    if isinstance(self, ArrayVar):
+        return numpy_calls.array_method(frame, self, m.name, args, kwargs)
     if isinstance(self, (ListVar, DictVar, TupleVar, SetVar)):  # `d.get()`, `xs.append(1, 2)`: eager's TypeError
         signatures.check_method(python_type(self), m.name, args, kwargs)
     if fills.row(self, m.name) is not None:  # xs.extend(it), s.update(it), d.update(it): as CPython fills them

@@ -17,10 +17,10 @@ from ..errors import PythonError, Raised, Unsupported, python_error, traced_erro
 from ..guards.guard import AliasMatch, DistinctMatch, IdMatch, MemberMatch, TypeMatch
 from ..registry import Protocol
 from ..values.side_effects import DELETED
-from ..values.vars import (IMMUTABLE, AttrDictVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar, ExceptionVar,
-                           FunctionVar, GradModeVar, IdentityKey, InstanceVar, IteratorVar, ListVar, MethodVar,
-                           ModeDecoratedVar, ObjectVar, PartialVar, RecordedContextVar, ScalarVar, SetVar, SuperVar,
-                           SymIntVar, TensorVar, TupleVar, Var, key_var, note_mutation)
+from ..values.vars import (IMMUTABLE, ArrayVar, AttrDictVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar,
+                           ExceptionVar, FunctionVar, GradModeVar, IdentityKey, InstanceVar, IteratorVar, ListVar,
+                           MethodVar, ModeDecoratedVar, ObjectVar, PartialVar, RecordedContextVar, ScalarVar, SetVar,
+                           SuperVar, SymIntVar, TensorVar, TupleVar, Var, key_var, note_mutation)
 from .iterators import deque_iterator, dict_iterator, set_iterator
 
 
@@ -48,6 +48,12 @@ USER = Protocol("USER", "rewrite.ops.core",  # objects of the user's classes (op
 TENSORS = Protocol("TENSORS", "rewrite.ops.core",  # ops/tensors.py
                    "call_function",  # (frame, fn, args, kwargs) -> Var: a torch op on Vars, into the graph
                    "tensor_len")  # (frame, tensor Var) -> int
+ARRAYS = Protocol("ARRAYS", "rewrite.ops.core",  # ops/numpy_calls.py: NumPy arrays the trace holds as tensors
+                  "getitem",  # (frame, ArrayVar, index) -> Var
+                  "setitem",  # (frame, ArrayVar, index, value) -> None
+                  "unpack",  # (frame, ArrayVar) -> [Var]: its rows (or items)
+                  "truth",  # (frame, ArrayVar) -> raises: eager's error, or data-dependent
+                  "tensor_subscript")  # (frame, tensor, index, value=None) -> Var | None: with arrays in them
 SETS = Protocol("SETS", "rewrite.ops.core",  # ops/sets.py
                 "member_key",  # (v) -> the key a set finds v by
                 "members")  # (set Var) -> [Var] in iteration order
@@ -157,6 +163,8 @@ def describe(v: Var) -> str:
         return "a tensor"
     if isinstance(v, ScalarVar):
         return "a number read from a tensor (.item())"
+    if isinstance(v, ArrayVar):
+        return "a NumPy array" if v.kind.__name__ == "ndarray" else f"a NumPy {v.kind.__name__} computed from data"
     if isinstance(v, ConstVar):
         return f"{type(v.value).__name__} {v.value!r}"
     if isinstance(v, ObjectVar):
@@ -189,6 +197,8 @@ def describe(v: Var) -> str:
 def python_type(v: Var) -> type:
     if isinstance(v, TensorVar):
         return type(v.value)
+    if isinstance(v, ArrayVar):
+        return v.kind
     if isinstance(v, (ConstVar, ObjectVar)):
         return type(v.value)
     if isinstance(v, TupleVar):
@@ -240,7 +250,8 @@ def is_callable(v: Var) -> bool:
         return True
     if isinstance(v, (InstanceVar, ExceptionVar)):
         return class_attr(v.cls, "__call__") not in (_MISSING, None)
-    if isinstance(v, (TupleVar, ListVar, DictVar, SetVar, DictViewVar, IteratorVar, TensorVar, SymIntVar, ScalarVar)):
+    if isinstance(v, (TupleVar, ListVar, DictVar, SetVar, DictViewVar, IteratorVar, TensorVar, SymIntVar, ScalarVar,
+                      ArrayVar)):
         return False
     raise Unsupported(f"callable() of {describe(v)}")
 
@@ -255,6 +266,10 @@ def key_of(v: Var):
         return key
     if isinstance(v, TensorVar):
         return IdentityKey(v, v.value)
+    if isinstance(v, ArrayVar):
+        if v.kind.__hash__ is None:
+            raise python_error(TypeError, f"unhashable type: {v.kind.__name__!r}")
+        raise Unsupported(f"dict key {describe(v)} (hashed by its value: data-dependent)")
     if isinstance(v, InstanceVar):
         h = class_attr(v.cls, "__hash__")
         if h is None:
@@ -374,6 +389,8 @@ def truthy(frame, v: Var) -> bool:
         return len(v.dict_var.items) > 0
     if isinstance(v, (TensorVar, ScalarVar)):
         raise Unsupported("data-dependent branching: the condition depends on a tensor's value", DATA_DEPENDENT_HINT)
+    if isinstance(v, ArrayVar):
+        ARRAYS.truth(frame, v)
     if USER.is_user_object(v):
         result = USER.call_dunder(frame, v, "__bool__")
         if result is not None:
@@ -422,6 +439,8 @@ def unpack(frame, v: Var) -> list[Var]:
         return [const(x) for x in v.value]
     if isinstance(v, TensorVar):
         return [getitem(frame, v, ConstVar(i)) for i in range(TENSORS.tensor_len(frame, v))]
+    if isinstance(v, ArrayVar):
+        return ARRAYS.unpack(frame, v)
     if isinstance(v, ObjectVar):
         items = MODULES.iterate(frame, v)
         if items is not None:
@@ -680,7 +699,10 @@ def _is_member(frame, el: Var, item: Var) -> bool:
 
 def getitem(frame, obj: Var, index: Var) -> Var:
     if isinstance(obj, TensorVar):
-        return TENSORS.call_function(frame, operator.getitem, (obj, index), {})
+        return ARRAYS.tensor_subscript(frame, obj, index) or \
+            TENSORS.call_function(frame, operator.getitem, (obj, index), {})
+    if isinstance(obj, ArrayVar):
+        return ARRAYS.getitem(frame, obj, index)
     if isinstance(obj, ObjectVar):
         picked = MODULES.index(frame, obj, index)
         if picked is not None:
@@ -758,7 +780,11 @@ def _annotation(obj: ObjectVar, index: Var):
 
 def setitem(frame, obj: Var, index: Var, value: Var) -> None:
     if isinstance(obj, TensorVar):
-        TENSORS.call_function(frame, operator.setitem, (obj, index, value), {})
+        if ARRAYS.tensor_subscript(frame, obj, index, value) is None:
+            TENSORS.call_function(frame, operator.setitem, (obj, index, value), {})
+        return
+    if isinstance(obj, ArrayVar):
+        ARRAYS.setitem(frame, obj, index, value)
         return
     if isinstance(obj, (ListVar, DictVar)):
         mutating(frame, obj, assigns=True)

@@ -6,10 +6,12 @@ import operator
 import torch
 
 from ..errors import Unsupported
-from ..values.vars import ConstVar, ListVar, ObjectVar, ScalarVar, SymIntVar, TensorVar, TracebackVar, TupleVar, Var
+from ..values.vars import (ArrayVar, ConstVar, ListVar, ObjectVar, ScalarVar, SymIntVar, TensorVar, TracebackVar,
+                           TupleVar, Var)
 from .core import IMPOSSIBLE_ITEMS, MAX_CHARS, MAX_ITEMS, const, describe, fold, foldable, is_same, mutating
 from .fills import inplace
 from .instances import binary as user_binary, call_dunder, is_user_object
+from .numpy_calls import binary as array_binary, unary as array_unary
 from .sets import binary as set_binary
 from .tensors import call_function
 
@@ -31,6 +33,8 @@ OPERATOR_FUNCTIONS = {fn: sym for sym, fn in BINARY.items()}
 
 def binary(frame, sym: str, a: Var, b: Var) -> Var:
     fn = BINARY[sym]
+    if isinstance(a, ArrayVar) or isinstance(b, ArrayVar):
+        return array_binary(frame, sym, fn, a, b)
     if isinstance(a, SymIntVar) or isinstance(b, SymIntVar):
         result = symint_op(frame, BINARY[sym[:-1]] if sym in INPLACE else fn, a, b)
         if result is not None:
@@ -131,6 +135,8 @@ def unary(frame, sym: str, a: Var) -> Var:
     fn = UNARY[sym]
     if isinstance(a, TensorVar):
         return call_function(frame, fn, (a,), {})
+    if isinstance(a, ArrayVar):
+        return array_unary(frame, sym, fn, a)
     if isinstance(a, ScalarVar):
         return _scalar_op(frame, fn, a)
     if isinstance(a, SymIntVar) and fn in (operator.neg, operator.pos):

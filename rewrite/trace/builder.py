@@ -3,6 +3,7 @@
 The rules, by the value's type:
 
   tensor (strided)                -> graph input + TensorMatch (type, dtype, device, shape, stride, requires_grad)
+  numpy.ndarray                   -> ArrayVar over a graph input (`torch.from_numpy`: its memory) + ArrayMatch
   int/float/bool/str/None/...,    -> ConstVar + EqualsMatch (exact type and value)
   numpy scalars, number subclasses
   dtype, memory_format, layout,   -> ConstVar + IdMatch
@@ -41,12 +42,13 @@ import torch
 
 from .. import config, logs
 from ..errors import EagerOnce, Unsupported
-from ..guards.guard import AliasMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch
+from ..guards.guard import AliasMatch, ArrayMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch
 from ..guards.shapes import DYNAMIC_DIMS, STATIC_DIMS
-from ..guards.source import (AttrSource, CellContentsSource, DictItemSource, DictKeysSource, ItemSource, LocalSource, ModuleAttrSource,
-                             SizeSource, is_literal)
+from ..guards.source import (ArrayTensorSource, AttrSource, CellContentsSource, DictItemSource, DictKeysSource,
+                             ItemSource, LocalSource, ModuleAttrSource, SizeSource, is_literal)
 from ..ops.contexts import is_wrapped_context, wrap_context
 from ..ops.markers import allowed, disabled
+from ..ops.arrays import NDARRAY, array_input, wrap_array
 from ..ops.core import key_of
 from ..values.vars import (BoundVar, CodeFunctionVar, ConstVar, DictVar, GradModeVar, ListVar, ObjectVar, PartialVar,
                            TupleVar)
@@ -219,6 +221,22 @@ def _wrap_dict(tracer, value, source, t, add) -> DictVar:
     return DictVar(items, source, mutable=False, py_type=t, factory=factory)
 
 
+def _wrap_array(tracer, value, source):
+    """A NumPy array that came in: the graph reads it as `torch.from_numpy(value)` (its memory:
+    a write is the caller's), guarded by type, dtype, sizes (symbols as a tensor's are), strides."""
+    if source is None:
+        raise Unsupported("an ndarray the tracer cannot locate as an input (no source)")
+    tensor = array_input(value)  # (eager's dtype and layout, or a break saying why not)
+    dims = tracer.dynamic.dims(source, tensor)
+    shape = tuple(None if i in dims else n for i, n in enumerate(value.shape))
+    tracer.guards.add(ArrayMatch(source, NDARRAY, value.dtype, shape, None if dims else value.strides))
+    var = tracer.graph.placeholder(ArrayTensorSource(source), tensor)
+    if dims and var.sym is None:
+        tracer.graph.symbolic_sizes(var, tuple(tracer.shape_env.size(n, SizeSource(source, i)) if i in dims else n
+                                               for i, n in enumerate(value.shape)), tracer.shape_env)
+    return wrap_array(var, source)
+
+
 def _wrap(tracer, value, source, t, add):
     if isinstance(value, torch.Tensor):
         if source is None:
@@ -236,6 +254,8 @@ def _wrap(tracer, value, source, t, add):
             tracer.graph.symbolic_sizes(var, tuple(tracer.shape_env.size(n, SizeSource(source, i)) if i in dims else n
                                                    for i, n in enumerate(value.shape)), tracer.shape_env)
         return var
+    if t is NDARRAY:
+        return _wrap_array(tracer, value, source)
     if t is int and _argument_int(source) and tracer.dynamic.int_dynamic(source, value):
         add(TypeMatch(source, int))  # its value: shape guards on the symbol
         return tracer.graph.int_input(source, value, tracer.shape_env)

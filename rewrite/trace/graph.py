@@ -11,6 +11,7 @@ import re
 import types
 import weakref
 
+import numpy
 import torch
 import torch.fx
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -502,6 +503,8 @@ def _real(obj):
 def _fx(obj):
     if isinstance(obj, (TensorVar, ScalarVar, SymIntVar)):
         return obj.node
+    if isinstance(obj, ConstVar) and isinstance(obj.value, numpy.generic):
+        return obj.value.item()  # (a NumPy scalar is the Python number to torch's ops; graphs hold that)
     if isinstance(obj, ConstVar):
         return _fx(obj.value) if isinstance(obj.value, slice) else obj.value
     if isinstance(obj, ObjectVar):

@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 import types
 
+import numpy
 import torch
 
 from ..guards.source import Source
@@ -40,7 +41,8 @@ from ..guards.source import Source
 # the immutable Python values a ConstVar holds (a constant the tracer may compute with)
 SCALARS = (int, float, bool, str, bytes, complex, type(None))
 IMMUTABLE = SCALARS + (torch.dtype, torch.device, range, slice, types.CodeType, type(Ellipsis), frozenset,
-                       torch.memory_format, torch.layout)
+                       torch.memory_format, torch.layout,
+                       *(t for t in set(numpy.sctypeDict.values()) if issubclass(t, numpy.number | numpy.bool_)))
 
 
 _mutations = 0
@@ -158,6 +160,40 @@ class TensorVar(Var):
 
     def __repr__(self):
         return f"TensorVar({self.node.name}: {str(self.value.dtype)[6:]}{list(self.value.shape)})"
+
+
+class ArrayVar(Var):
+    """A NumPy value the trace holds as a tensor of the graph (`tensor`, a TensorVar of the same
+    dtype, values and memory): an ndarray (`kind` np.ndarray), a NumPy scalar (`kind` its class,
+    np.float64, np.bool_, ...: a 0-d tensor) or a Python number NumPy computed from data (`kind`
+    float, int or bool: `np.allclose(...)`). `readonly`: NumPy's array is not writeable (a
+    `broadcast_to` view, a read-only input). `unshared`: NumPy's array views another's memory
+    where the tensor is a copy (np.flip, `a[::-1]`: torch has no negative strides); it is
+    `(fn, args, kwargs)`, the call over Vars that makes NumPy's view (what the oracle computes
+    with, and what the entry makes again when the array leaves the call). `stale`: the memory
+    it views was written since (the copy no longer holds what NumPy's view would: reading it
+    is a graph break)."""
+    __slots__ = ("tensor", "kind", "readonly", "unshared", "stale")
+
+    def __init__(self, tensor: TensorVar, kind: type, source=None, readonly: bool = False,
+                 unshared: tuple | None = None):
+        super().__init__(source)
+        self.tensor = tensor
+        self.kind = kind
+        self.readonly = readonly
+        self.unshared = unshared
+        self.stale = False
+
+    @property
+    def node(self):
+        return self.tensor.node
+
+    @property
+    def value(self):
+        return self.tensor.value
+
+    def __repr__(self):
+        return f"ArrayVar({self.kind.__name__}: {self.tensor!r})"
 
 
 class ScalarVar(Var):
