@@ -385,3 +385,14 @@ def test_numpy_products_of_bools_and_ints():
 def test_numpy_broadcast_to_a_dynamic_shape():
     compare(lambda a: np.broadcast_to(a, (2, *a.shape)) * 1, lambda i: (array(3 + i, 2, seed=i),), calls=3,
             graphs=None)
+
+
+def test_numpy_scalars_and_copies_do_not_see_later_writes():
+    """`a[0]` is a NumPy scalar -- a value -- and `+a`, `np.copy(a)` new arrays: a later write into
+    `a` does not change them (torch's `t[0]` and `+t` are views: copied; the fuzzer, seed 5304 on 3.13)."""
+    def f(x):
+        a = x.detach().numpy()
+        kept = a[0], a[..., :1], +a, a.sum(axis=0)
+        a += 1
+        return kept
+    compare(f, lambda i: (tensor(2 + i, seed=i),), calls=3, graphs=None)

@@ -157,7 +157,11 @@ def run(frame, what: str, fn, args: list, kwargs: dict, lower, writes: bool = Fa
     except UserError as e:  # torch refused what NumPy took: the rule's failure, not the user's error
         raise Unsupported(f"{what}: its torch form raised {type(e.__cause__).__name__} where NumPy did not "
                           f"({str(e.__cause__)[:80]})") from None
-    return views_of_unshared(frame, fn, args, kwargs, real_args, out, conform(frame, call, out, result))
+    result = conform(frame, call, out, result)
+    if writes:  # (the array written: itself)
+        return result
+    return same_memory(frame, (fn, args, kwargs), list(zip([*args, *kwargs.values()], [*real_args, *real_kwargs.values()])),
+                       out, result, whole=True)
 
 
 def conform(frame, call: Call, out, result) -> Var:
@@ -387,28 +391,60 @@ def as_out(frame, call, v):
 
 
 
-def unshared(frame, t: TensorVar, base: TensorVar, fn, args: list, kwargs: dict | None = None) -> ArrayVar:
-    """A copy where NumPy's result views its input's memory (np.flip, `a[::-1]`: torch has no
-    negative strides): NumPy's own view is `fn(*args, **kwargs)` of the call's Vars, which the
-    oracle computes with and the entry makes again when it leaves the call. A write to it is a
-    graph break; a write to `base`'s memory makes it stale (reading it then is one)."""
-    a = ArrayVar(t, NDARRAY, unshared=(fn, list(args), dict(kwargs or {})))
-    unshared_storages(frame).setdefault(base.value.untyped_storage().data_ptr(), []).append(a)
-    return a
-
-
-def views_of_unshared(frame, fn, args: list, kwargs: dict, real_args: list, out, result: Var) -> Var:
-    """What NumPy returned views an unshared array's memory (`np.expand_dims(a[::-1], 0)`): so
-    is the result -- NumPy's view made again from the same call, stale with its source."""
-    sources = [a for a in args if isinstance(a, ArrayVar) and a.unshared]
-    if not sources or not isinstance(out, NDARRAY) or not isinstance(result, ArrayVar) or \
-            not any(np.shares_memory(out, r) for a, r in zip(args, real_args) if a in sources):
+def same_memory(frame, made, inputs: list, out, result: Var, whole: bool = False) -> Var:
+    """NumPy's result views an input's memory exactly where the trace's does (a write to one
+    shows in the other as in eager): where torch's op made a view and NumPy a copy (`+a` of an
+    array, `a[0]`: a NumPy scalar is a value), the result is copied; where NumPy made a view and
+    torch a copy (np.flip, `a[::-1]`, or anything viewing such a copy), the result is unshared:
+    NumPy's view is `made` again, from what it viewed (see `unshared`). `inputs`: (Var, what the
+    oracle was given for it)."""
+    if isinstance(out, (tuple, list)) and isinstance(result, (TupleVar, ListVar)):
+        items = [same_memory(frame, made, inputs, o, r) for o, r in zip(out, result.items)]
+        return ListVar(items) if isinstance(result, ListVar) else TupleVar(items, py_type=result.py_type)
+    if not isinstance(result, ArrayVar) or not isinstance(out, (NDARRAY, np.generic, bool, int, float)):
         return result
-    view = ArrayVar(result.tensor, NDARRAY, readonly=result.readonly, unshared=(fn, list(args), dict(kwargs)))
-    for held in unshared_storages(frame).values():
-        if any(a in held for a in sources):
-            held.append(view)
-    return view
+    numpy_views = [v for v, real in inputs if _numpy_views(out, real)]
+    torch_views = [v for v, _ in inputs if _torch_views(result.tensor, v)]
+    if torch_views and not numpy_views or not isinstance(out, NDARRAY) and torch_views:
+        copy = call_method(frame, "clone", [result.tensor], {})
+        return ArrayVar(copy, result.kind, readonly=result.readonly)
+    if numpy_views and not torch_views and not result.unshared:
+        if not whole:
+            raise Unsupported("a NumPy result that views its input where the trace's is a copy (an item of a "
+                              "tuple or list NumPy returns)")
+        fn, args, kwargs = made
+        view = ArrayVar(result.tensor, NDARRAY, readonly=result.readonly, unshared=(fn, list(args), dict(kwargs)))
+        held = unshared_storages(frame)
+        for v in numpy_views:
+            for key in [k for k, views in held.items() if v in views] or [_storage_of(v)]:
+                held.setdefault(key, []).append(view)
+        return view
+    return result
+
+
+def _numpy_views(out, real) -> bool:
+    if isinstance(real, torch.Tensor):
+        try:
+            real = real.detach().numpy()
+        except Exception:  # (a tensor NumPy cannot view: nothing NumPy made views it)
+            return False
+    return isinstance(out, NDARRAY) and isinstance(real, NDARRAY) and np.may_share_memory(out, real)
+
+
+def _storage_of(v: Var):
+    t = v.tensor if isinstance(v, ArrayVar) else v
+    return t.value.untyped_storage().data_ptr() if isinstance(t, TensorVar) else None
+
+
+def _torch_views(t: TensorVar, v: Var) -> bool:
+    """Whether `t` views the memory eager's `v` has (an unshared array's tensor is a copy: not it)."""
+    if isinstance(v, ArrayVar) and v.unshared:
+        return False
+    other = v.tensor if isinstance(v, ArrayVar) else v
+    if not isinstance(other, TensorVar) or other.value.device != t.value.device:
+        return False
+    a, b = t.value.untyped_storage(), other.value.untyped_storage()
+    return a.nbytes() > 0 and a.data_ptr() == b.data_ptr()
 
 
 def unshared_storages(frame) -> dict:

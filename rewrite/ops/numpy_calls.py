@@ -20,7 +20,7 @@ import torch
 from ..errors import Unsupported
 from ..values.vars import ArrayVar, ConstVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var
 from .arrays import (NDARRAY, as_out, cast, from_tensor, is_numpy, op, run, snapshot, tensor_of, to_tensor,
-                     unshared, unshared_storages, value_of)
+                     unshared_storages, value_of)
 from .core import ARRAYS, const, fold, foldable
 from .numpy_functions import FUNCTIONS, _matmul, _reshape, _round, _sort, _transpose
 from .numpy_ufuncs import ELEMENTWISE, OPERATORS, REDUCTIONS, UNARY_OPERATORS
@@ -348,7 +348,7 @@ def getitem(frame, a: ArrayVar, index: Var) -> Var:
             dims, positive = flipped
             t = op(fr, torch.flip, (x.tensor, dims), {})
             r = op(fr, operator.getitem, (t, positive(_sizes(fr, x.tensor, dims))), {})
-            return unshared(fr, r, x.tensor, operator.getitem, [x, i])
+            return r  # (NumPy's is a view: arrays.same_memory)
         return op(fr, operator.getitem, (x.tensor, tensor_of(i)), {})
     return run(frame, "ndarray[...]", operator.getitem, [a, index], {}, lower)
 

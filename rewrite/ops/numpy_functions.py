@@ -13,7 +13,7 @@ import torch
 from ..errors import Unsupported
 from ..values.vars import ArrayVar, ConstVar, ListVar, SymIntVar, TensorVar, TupleVar, Var
 from .arrays import (NDARRAY, NO, as_out, as_tensor, as_var, cast, op, out_dtype, params, refuse, skip_values,
-                     tensor_of, torch_dtype, ufunc_kwargs, unshared, value_of)
+                     tensor_of, torch_dtype, ufunc_kwargs, value_of)
 from .core import describe, foldable
 from .numpy_ufuncs import REDUCTIONS
 from .tensors import call_method
@@ -127,7 +127,7 @@ def _flip(axis_default):
         t = as_tensor(frame, m)
         axis = value_of(axis) if axis is not NO else axis_default
         dims = tuple(range(t.value.dim())) if axis is None else axis if isinstance(axis, tuple) else (axis,)
-        return unshared(frame, op(frame, torch.flip, (t, dims), {}), t, np.flip, [m], {"axis": ConstVar(dims)})
+        return op(frame, torch.flip, (t, dims), {})  # (NumPy's is a view: arrays.same_memory)
     return lower
 
 
