@@ -78,7 +78,8 @@ FROM_TENSORS = {
     "creation": lambda x: (np.zeros(3), np.ones((2, 2), dtype=np.int32), np.full(4, 7.5), np.eye(3),
                            np.eye(3, 4, k=1), np.linspace(0, 1, 5), np.linspace(0, 1, 4, endpoint=False),
                            np.zeros_like(x.numpy()), np.ones_like(x.numpy(), dtype=np.float64), np.arange(1, 10, 2),
-                           np.array([1.0, 2.0]), np.asarray([[1, 2], [3, 4]]), np.identity(2)),
+                           np.array([1.0, 2.0]), np.asarray([[1, 2], [3, 4]]), np.identity(2),
+                           np.empty((2, 3)).shape, np.empty_like(x.numpy()).dtype),
     "mixed_tensor_first": lambda x: (x + x.numpy(), x * np.float64(3.0), x - x.numpy().sum()),
     "scalars_into_torch": lambda x: torch.tensor(x.numpy()) * np.pi,
     "as_tensor": lambda x: torch.as_tensor(x.numpy() * 2, dtype=torch.float64),
@@ -396,3 +397,14 @@ def test_numpy_scalars_and_copies_do_not_see_later_writes():
         a += 1
         return kept
     compare(f, lambda i: (tensor(2 + i, seed=i),), calls=3, graphs=None)
+
+
+def test_numpy_out_arguments_break_before_numpy_writes():
+    """`np.add(a, 1, out=a)`: NumPy would write while tracing, and eager's run after the break
+    again -- refused before NumPy runs: the array is written once, as eager writes it."""
+    for fn in (lambda a: np.add(a, 1, out=a), lambda a: np.add(a, 1, a), lambda a: np.sum(a, 0, None, a[0]),
+               lambda a: a.sum(axis=0, out=a[0])):
+        want, got = array(2, 3), array(2, 3)
+        eager_copy(fn)(want)
+        jit(fn)(got)
+        assert_same(got, want)

@@ -5,16 +5,20 @@ Every NumPy operation runs twice while tracing (`run`):
 
 1. for real, on NumPy arrays of the trace's values (the oracle): eager's result -- its class,
    dtype, shape -- and eager's errors, which are the user's;
-2. as torch ops into the graph (its lowering: the tables of `ops/numpy_calls.py`), whose
+2. as torch ops into the graph (its lowering: the tables of `ops/numpy_ufuncs.py` and
+   `ops/numpy_functions.py`, dispatched by `ops/numpy_calls.py`), whose
    result is cast to the oracle's dtype and compared with the oracle's (shape and values, with
    the tolerance of the dtype): a difference is a graph break naming the function -- a rule of
    rewrite's that is wrong, found on the first call, never a different result.
 
-NumPy wins where torch differs (an int64 array divided by 2 is float64), as eager has it.
+NumPy wins where torch differs (an int64 array divided by 2 is float64), as eager has it. A
+result views an input's memory exactly where NumPy's does (`same_memory`). Below `run`, the
+helpers the rules build their lowerings with.
 """
 from __future__ import annotations
 
 import inspect
+import types
 
 import numpy as np
 import torch
@@ -34,14 +38,13 @@ DTYPES = {np.dtype(k): v for k, v in (
     (np.int32, torch.int32), (np.int64, torch.int64), (np.uint16, torch.uint16), (np.uint32, torch.uint32),
     (np.uint64, torch.uint64), (np.float16, torch.float16), (np.float32, torch.float32),
     (np.float64, torch.float64), (np.complex64, torch.complex64), (np.complex128, torch.complex128))}
-NUMPY_DTYPES = {v: k for k, v in DTYPES.items()}
+# objects of the trace NumPy's oracle may be given: classes (np.float32), functions, modules
+PLAIN_OBJECTS = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType, np.ufunc, np.dtype)
 # NumPy's values that are constants of the trace (immutable: their attributes are folded)
 CONSTANTS = (np.dtype, np.generic, np.finfo, np.iinfo)
 # torch's unsigned dtypes past uint8 hold values but compute little: work in int64 (the values
 # fit: wider unsigned ones made from these too), cast to NumPy's dtype at the end
 WIDE_UNSIGNED = {torch.uint16, torch.uint32, torch.uint64}
-# results whose values are not defined (np.empty): their values are not compared
-UNDEFINED = "undefined"
 
 
 def is_numpy(value) -> bool:
@@ -116,7 +119,7 @@ def snapshot(v: Var, copy: bool = False):
         return a
     if isinstance(v, TensorVar):
         return v.value.detach().clone().requires_grad_(v.value.requires_grad) if copy else v.value
-    if isinstance(v, (ConstVar, ObjectVar)):
+    if isinstance(v, ConstVar) or isinstance(v, ObjectVar) and isinstance(v.value, PLAIN_OBJECTS):
         return v.value
     if isinstance(v, SymIntVar):
         return v.value
@@ -135,11 +138,13 @@ def snapshot(v: Var, copy: bool = False):
 
 class Call:
     """One NumPy operation being traced: what it is called (`what`, for messages), the oracle's
-    inputs (`real_args`, `real_kwargs`) and its result (`out`)."""
-    __slots__ = ("what", "real_args", "real_kwargs", "out")
+    inputs (`real_args`, `real_kwargs`) and its result (`out`); `undefined`: the result's values
+    are not defined (np.empty), only its shape and dtype are compared."""
+    __slots__ = ("what", "real_args", "real_kwargs", "out", "undefined")
 
     def __init__(self, what, real_args, real_kwargs, out):
         self.what, self.real_args, self.real_kwargs, self.out = what, real_args, real_kwargs, out
+        self.undefined = False
 
 
 def run(frame, what: str, fn, args: list, kwargs: dict, lower, writes: bool = False) -> Var:
@@ -150,7 +155,7 @@ def run(frame, what: str, fn, args: list, kwargs: dict, lower, writes: bool = Fa
     real_args = [snapshot(a, writes) for a in args]
     real_kwargs = {k: snapshot(v, writes) for k, v in kwargs.items()}
     with np.errstate(all="ignore"):  # (NumPy's warnings are eager's: the compiled call warns of nothing, as torch)
-        out = fold(fn, *real_args, **real_kwargs)
+        out = fold(fn, *real_args, **real_kwargs)  # (nothing NumPy writes is given it: out= is refused before)
     call = Call(what, real_args, real_kwargs, out)
     try:
         result = lower(frame, call, *args, **kwargs)
@@ -160,8 +165,8 @@ def run(frame, what: str, fn, args: list, kwargs: dict, lower, writes: bool = Fa
     result = conform(frame, call, out, result)
     if writes:  # (the array written: itself)
         return result
-    return same_memory(frame, (fn, args, kwargs), list(zip([*args, *kwargs.values()], [*real_args, *real_kwargs.values()])),
-                       out, result, whole=True)
+    inputs = list(zip([*args, *kwargs.values()], [*real_args, *real_kwargs.values()]))
+    return same_memory(frame, (fn, args, kwargs), inputs, out, result, whole=True)
 
 
 def conform(frame, call: Call, out, result) -> Var:
@@ -220,7 +225,7 @@ def _check(call: Call, out, got: torch.Tensor) -> None:
     have = got.detach().numpy()
     if have.shape != expected.shape:
         raise Unsupported(f"{call.what}: rewrite's rule gives shape {have.shape} where NumPy gives {expected.shape}")
-    if getattr(call, "out", None) is UNDEFINED or have.size == 0:
+    if call.undefined or have.size == 0:
         return
     dtypes = [got.dtype, *(DTYPES.get(np.asarray(a).dtype) for a in call.real_args
                            if isinstance(a, (np.ndarray, np.generic)))]
@@ -241,7 +246,7 @@ def _check(call: Call, out, got: torch.Tensor) -> None:
 
 def skip_values(call: Call) -> None:
     """The result's values are not defined (np.empty): only its shape and dtype are compared."""
-    call.out = UNDEFINED
+    call.undefined = True
 
 
 def from_tensor(frame, t: TensorVar, force: bool = False) -> ArrayVar:

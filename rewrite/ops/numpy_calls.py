@@ -12,6 +12,7 @@ generator state: a compiled call must not draw other numbers than eager).
 """
 from __future__ import annotations
 
+import inspect
 import operator
 
 import numpy as np
@@ -24,7 +25,7 @@ from .arrays import (NDARRAY, as_out, cast, from_tensor, is_numpy, op, run, snap
 from .core import ARRAYS, const, fold, foldable
 from .numpy_functions import FUNCTIONS, _matmul, _reshape, _round, _sort, _transpose
 from .numpy_ufuncs import ELEMENTWISE, OPERATORS, REDUCTIONS, UNARY_OPERATORS
-from .tensors import call_method, getattr_tensor, sym_numel
+from .tensors import call_method, getattr_tensor, global_effect, sym_numel
 
 __all__ = ["is_numpy"]
 
@@ -41,8 +42,7 @@ METHODS = {
     "conjugate": np.conjugate, "argsort": np.argsort, "searchsorted": np.searchsorted, "nonzero": np.nonzero,
     "ravel": np.ravel, "__abs__": np.absolute, "__neg__": np.negative, "__pos__": np.positive,
 }
-DATA_METHODS = {"item", "tolist", "tobytes", "tofile", "dump", "dumps", "__float__", "__int__", "__index__",
-                "__complex__", "__bool__"}
+DATA_METHODS = {"item", "tolist", "tobytes", "__float__", "__int__", "__index__", "__complex__", "__bool__"}
 FORBIDDEN_ATTRS = {"flags", "strides", "base", "data", "ctypes", "flat", "view", "resize", "setflags", "byteswap",
                    "getfield", "setfield", "put", "itemset", "__array_interface__", "__array_struct__"}
 
@@ -79,6 +79,7 @@ def call_numpy(frame, fn: ObjectVar, args: list, kwargs: dict) -> Var:
     if value in METADATA:  # (pure: the oracle's constant)
         _specialize(frame, [*args, *kwargs.values()])
         return run(frame, name, value, args, kwargs, lambda *a, **k: None)
+    _refuse_out(name, value, args, kwargs)
     scalar_type = isinstance(value, type) and issubclass(value, np.generic)
     lower = _scalar_type if scalar_type else ELEMENTWISE.get(value) or REDUCTIONS.get(value) or FUNCTIONS.get(value)
     if lower is None:
@@ -87,6 +88,21 @@ def call_numpy(frame, fn: ObjectVar, args: list, kwargs: dict) -> Var:
     if value not in FUNCTIONS and all(foldable(a) for a in [*args, *kwargs.values()]):
         lower = _folded(lower)  # np.float32(2.5), np.sqrt(2.0): a constant (an array: made per call)
     return run(frame, name, value, args, kwargs, lower)
+
+
+def _refuse_out(what: str, fn, args: list, kwargs: dict) -> None:
+    """`out=` (a ufunc's extra positional too): NumPy would write into an array before the trace
+    decides anything -- refused before the oracle runs."""
+    given = kwargs.get("out")
+    if isinstance(fn, np.ufunc) and len(args) > fn.nin:
+        given = args[fn.nin]
+    elif given is None and not isinstance(fn, (np.ufunc, type)):
+        try:
+            given = inspect.signature(fn).bind_partial(*args, **kwargs).arguments.get("out")
+        except (TypeError, ValueError):  # (no signature, or the call does not bind: the oracle's error)
+            given = None
+    if given is not None and not (isinstance(given, ConstVar) and given.value is None):
+        raise Unsupported(f"{what} with out= (a write into an array given)")
 
 
 def _folded(lower):
@@ -140,6 +156,7 @@ def array_method(frame, a: ArrayVar, name: str, args: list, kwargs: dict) -> Var
                           "keep it out of the compiled function, or compute with arrays instead")
     if name in METHODS:
         np_fn = METHODS[name]
+        _refuse_out(what, np_fn, [a, *args], kwargs)
         lower = ELEMENTWISE.get(np_fn) or REDUCTIONS.get(np_fn) or FUNCTIONS[np_fn]
         return run(frame, what, oracle, [a, *args], kwargs, lower)
     if name == "reshape":
@@ -296,6 +313,8 @@ TO_TENSOR = {torch.from_numpy: False, torch.as_tensor: False, torch.asarray: Fal
 
 def torch_call(frame, fn, args: list, kwargs: dict) -> Var:
     """A torch function called with arrays among its arguments."""
+    if global_effect(fn) or kwargs.get("out") is not None:
+        raise Unsupported(f"call to {_name(fn)} with an array (a global effect, or a write through out=)")
     if fn in TO_TENSOR and args and isinstance(args[0], ArrayVar):
         copy = TO_TENSOR[fn]
 
