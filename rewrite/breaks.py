@@ -100,7 +100,7 @@ def plan(tracer, error: Unsupported):
     if any(gen.why_not_rebuilt() is not None for gen in tracer.pending):
         return None  # (a suspended generator the trace ran, whose closing runs code where eager's last
         # reference to it goes, that the entry cannot make again for the resume function to hold)
-    inst = root.instructions[cp.ip]
+    inst = root.instructions[cp.ip]  # (a break point: compat.break_point, the kinds below)
     if untraced_with_open(cp.stack):  # an exception from the eager step must meet the user's __exit__:
         if inst.opname not in CALL_BREAKS:  # a call runs in the resume function, as in a `try`
             return None

@@ -585,17 +585,21 @@ def _first_from_trace(cap: Capture | None, compiled, brk, backend_name) -> bool:
 
 
 def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=None, brk=None, failure=None,
-               backend_name=None):
+               backend_name=None, phases: Phases | None = None):
     """Generate the entry function (guards inlined) and the guard closure on its own (for
     explanations), written to one file and loaded once."""
+    phases = phases or Phases()
     consts = cap.consts if cap is not None else Consts()
     guard = render_guards(guards, name, consts)
+    phases.done("guards")
     e_source = entry_source(cap, compiled, params, name, consts, guard, miss, brk, failure)
     first, f_source = None, ""
     if _first_from_trace(cap, compiled, brk, backend_name):
         f_source, f_names = first_call_source(cap, params, name, consts)
     g_source = guard.closure_source(params)  # (after the entry: it takes every constant too)
+    phases.done("codegen")
     ns = codeload.load("entries", name, "import torch\n\n" + g_source + "\n\n" + e_source + "\n\n" + f_source, {})
+    phases.done("load")
     values = list(consts.values.values())
     guard_fn = ns["___make_guard"](globals_, *values)
     guard_fn.__qualname__ = guard_fn.__name__ = f"guard_{name}"
@@ -622,15 +626,44 @@ def compile_entry(dispatcher, args) -> Entry:
             tracer.release()
 
 
+class Phases:
+    """Where a compile's time goes (REWRITE_LOGS=perf_hints): each `done(phase)` adds the time
+    since the previous one to that phase."""
+
+    def __init__(self):
+        self.start = self.last = time.perf_counter()
+        self.spent: dict[str, float] = {}
+
+    def done(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.spent[phase] = self.spent.get(phase, 0.0) + now - self.last
+        self.last = now
+
+    def log(self, name: str, tracer=None) -> None:
+        if not logs.enabled("perf_hints"):
+            return
+        total = self.last - self.start
+        parts = ", ".join(f"{phase} {seconds * 1e3:.2f} ms" for phase, seconds in self.spent.items())
+        sizes = ""
+        if tracer is not None:
+            ops = tracer.graph.op_count
+            per_op = f", {self.spent.get('trace', 0.0) * 1e6 / ops:.1f} µs of trace per op" if ops else ""
+            sizes = f" ({tracer.steps} instructions, {ops} ops{per_op})"
+        logs.get("perf_hints").debug("compile of %s: %.2f ms: %s%s", name, total * 1e3, parts, sizes)
+
+
 def _compile_entry(dispatcher, args, traced: list) -> Entry:
-    start = time.perf_counter()
+    phases = Phases()
+    start = phases.start
     code, globals_, params = dispatcher.code, dispatcher.globals, dispatcher.params
     name = f"{dispatcher.qualname.rpartition('.')[2]}_{dispatcher.compiles}"
     try:
         cap = capture(code, globals_, params, args, DynamicPolicy(dispatcher.options.dynamic, dispatcher.frame_state))
         traced.append(cap)
+        phases.done("trace")
         check_eager_parity(cap.tracer, dispatcher.options.fullgraph, dispatcher.backend_for(cap)[0])
         plan_outputs(cap)
+        phases.done("plan")
     except Unsupported as e:
         if getattr(e, "tracer", None) is not None:
             traced.append(e.tracer)
@@ -659,13 +692,16 @@ def _compile_entry(dispatcher, args, traced: list) -> Entry:
     if backend_name not in GRAD_MODE_AGNOSTIC:
         cap.tracer.read_grad_mode()  # other backends may bake grad mode into what they build
     gm, compiled = call_backend(cap, backend_name, backend, name)
+    phases.done("backend")
     failure = GraphFailure(dispatcher, backend_name, cap.tracer.ops_in_try)
     guard, fn, source, first = load_entry(cap.tracer.guards, cap, compiled, params, globals_, name,
-                                          miss=dispatcher.MISS, failure=failure, backend_name=backend_name)
+                                          miss=dispatcher.MISS, failure=failure, backend_name=backend_name,
+                                          phases=phases)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
                   ops=cap.tracer.graph.op_count, first=first)
     failure.entry, failure.gm = entry, gm
     _log(entry, name)
+    phases.log(name, cap.tracer)
     return entry
 
 

@@ -1,6 +1,7 @@
 """REWRITE_LOGS: comma-separated categories (or `all`) printed through `logging`.
 
-Categories: graph_breaks, recompiles, guards, bytecode, trace, output_code, dynamic.
+Categories: graph_breaks, recompiles, guards, bytecode, trace, output_code, dynamic, perf_hints
+(where a compile's time went: trace, plan, backend, guards, codegen, load).
 Each is a child of the `rewrite` logger (`logging.getLogger("rewrite.guards")`, ...).
 TORCH_LOGS turns on the same categories under torch's names (`graph_breaks`, `recompiles`,
 `guards`, `graph_code`, `output_code`, `bytecode`, `dynamic`, with or without `+`/`-`);
@@ -12,7 +13,7 @@ import logging
 import os
 import sys
 
-CATEGORIES = ("graph_breaks", "recompiles", "guards", "bytecode", "trace", "output_code", "dynamic")
+CATEGORIES = ("graph_breaks", "recompiles", "guards", "bytecode", "trace", "output_code", "dynamic", "perf_hints")
 _root = logging.getLogger("rewrite")
 _enabled: set[str] = set()
 
@@ -55,7 +56,7 @@ def _add_category(record: logging.LogRecord) -> bool:
 # TORCH_LOGS names -> rewrite's categories
 TORCH_NAMES = {"graph_breaks": "graph_breaks", "recompiles": "recompiles", "recompiles_verbose": "recompiles",
                "guards": "guards", "verbose_guards": "guards", "graph_code": "output_code", "graph": "output_code",
-               "output_code": "output_code", "bytecode": "bytecode", "dynamic": "dynamic"}
+               "output_code": "output_code", "bytecode": "bytecode", "dynamic": "dynamic", "perf_hints": "perf_hints"}
 
 
 def from_torch_logs(spec: str | None) -> list[str]:

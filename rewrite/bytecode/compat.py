@@ -335,6 +335,14 @@ def break_step(inst) -> tuple[int, int] | None:
 
 # -- calls a graph break runs eagerly (breaks.py): where their operands sit on the stack -------
 CALL_BREAKS = ("CALL", "CALL_KW", "CALL_FUNCTION_EX")  # (CALL_KW: 3.13)
+
+
+def break_point(inst, code) -> bool:
+    """Whether a graph break may resume at `inst` (breaks.plan's kinds: a call, a conditional
+    jump, a `with`, a step the entry runs eagerly, a store into a closure's cell); at any other
+    instruction a break runs the whole call eagerly, so the tracer keeps no checkpoint there."""
+    return inst.opname in CALL_BREAKS or inst.opname in BREAK_JUMPS or inst.opname == "BEFORE_WITH" or \
+        break_step(inst) is not None or inst.opname == "STORE_DEREF" and inst.argval in code.co_freevars
 # jumps that close a loop (3.12 drops the conditional ones: a loop's test jumps forward)
 BACKWARD_JUMPS = ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "POP_JUMP_BACKWARD_IF_TRUE",
                   "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE")

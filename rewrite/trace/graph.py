@@ -131,24 +131,43 @@ class GraphBuilder:
         fx_args, fx_kwargs = _fx(args), _fx(kwargs)
         self._write_check.seeded = self._write_check.wrote = False
         try:
-            with self._write_check:
-                if kind == "call_method":
-                    result = getattr(real_args[0], target)(*real_args[1:], **real_kwargs)
-                else:
-                    result = target(*real_args, **real_kwargs)
+            if self._pure(kind, target, real_args, real_kwargs):  # (writes nothing, draws nothing)
+                result = _run(kind, target, real_args, real_kwargs)
+            else:
+                with self._write_check:
+                    result = _run(kind, target, real_args, real_kwargs)
         except InputWrite as e:
             if not self.clone_inputs:  # trace again on copies: the graph will write into the real inputs
                 raise WritesInputs() from None
             raise Unsupported(f"{_target_name(target)} writes into memory the trace does not own ({e.op})") from None
         except Exception as e:
             raise UserError(e) from e
-        node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
+        node = new_node(self.graph, kind, target, fx_args, fx_kwargs)
         _describe(node, result)
         node.meta["seeded"] = self._write_check.seeded
         node.meta["writes"] = self._write_check.wrote  # what backends reorder by (codegen/schedule.py)
         self._created.append(node)
         self.op_count += 1
         return node, result
+
+    def _pure(self, kind: str, target, args: tuple, kwargs: dict) -> bool:
+        """Whether an op may run without the write check: one that neither writes nor draws
+        (`PURE_FUNCTIONS`, `PURE_METHODS`: no `out=`, no `inplace=True`), on plain tensors none of
+        which is an input's memory."""
+        if kind == "call_method":
+            if target not in PURE_METHODS:
+                return False
+        elif target not in PURE_FUNCTIONS:
+            return False
+        if kwargs and (kwargs.get("out") is not None or kwargs.get("inplace")):
+            return False
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                if type(a) is not torch.Tensor or id(a) in self.input_ids or _storage(a) in self.input_storages:
+                    return False
+            elif isinstance(a, (list, tuple)) and any(isinstance(i, torch.Tensor) for i in a):
+                return False
+        return not any(isinstance(v, torch.Tensor) for v in kwargs.values())
 
     def original(self, value: torch.Tensor) -> torch.Tensor:
         """The caller's tensor a graph input's example value stands for."""
@@ -326,6 +345,74 @@ def _view_copy(value: torch.Tensor, base: torch.Tensor):
     except RuntimeError:
         return None
     return copy
+
+
+def _run(kind: str, target, args: tuple, kwargs: dict):
+    if kind == "call_method":
+        return getattr(args[0], target)(*args[1:], **kwargs)
+    return target(*args, **kwargs)
+
+
+# ops that write into no tensor and draw no random number: run without the write check where
+# none of their tensors is an input's memory (the check, a dispatch mode entered per op, costs
+# more than a small op); any other op -- in-place ones, random ones, factories -- runs under it
+PURE_FUNCTIONS = frozenset({
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod, operator.pow,
+    operator.matmul, operator.neg, operator.pos, operator.abs, operator.invert, operator.and_, operator.or_,
+    operator.xor, operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge, operator.getitem,
+    torch.relu, torch.sigmoid, torch.tanh, torch.exp, torch.log, torch.sqrt, torch.rsqrt, torch.abs, torch.neg,
+    torch.sin, torch.cos, torch.matmul, torch.mm, torch.bmm, torch.add, torch.sub, torch.mul, torch.div,
+    torch.where, torch.softmax, torch.log_softmax, torch.cat, torch.stack, torch.sum, torch.mean, torch.amax,
+    torch.amin, torch.clamp, torch.maximum, torch.minimum, torch.flatten, torch.transpose, torch.permute,
+    torch.reshape, torch.squeeze, torch.unsqueeze, torch.einsum, torch.tril, torch.triu, torch.erf,
+    torch.nn.functional.relu, torch.nn.functional.gelu, torch.nn.functional.silu, torch.nn.functional.linear,
+    torch.nn.functional.layer_norm, torch.nn.functional.softmax, torch.nn.functional.log_softmax,
+    torch.nn.functional.conv2d,
+})
+PURE_METHODS = frozenset({
+    "view", "reshape", "transpose", "permute", "contiguous", "unsqueeze", "squeeze", "expand", "flatten",
+    "size", "float", "half", "double", "long", "int", "bool", "to", "type_as", "softmax", "log_softmax", "sum",
+    "mean", "amax", "amin", "max", "min", "pow", "sqrt", "rsqrt", "exp", "log", "relu", "sigmoid", "tanh", "abs",
+    "neg", "matmul", "masked_fill", "clamp", "chunk", "split", "narrow", "t", "expand_as", "view_as", "reshape_as",
+    "add", "sub", "mul", "div", "__getitem__", "clone", "detach", "flip", "cumsum", "argmax", "argmin", "tril",
+    "triu", "repeat", "roll", "gather", "numel", "dim", "all", "any", "norm", "var", "std", "prod",
+})
+
+
+def new_node(graph: torch.fx.Graph, kind: str, target, args: tuple, kwargs: dict) -> torch.fx.Node:
+    """`graph.create_node(kind, target, args, kwargs)` without what the trace never needs: the scan
+    of the arguments for raw SymInts (a graph's sizes here are nodes) and the target's name made
+    again each time -- where this torch's Graph has the internals it works through (else as torch)."""
+    if not _FAST_NODES:
+        return graph.create_node(kind, target, args, kwargs)
+    candidate = _CANDIDATES.get(target) if isinstance(target, str) or _hashable(target) else None
+    if candidate is None:
+        candidate = graph._target_to_str(target)
+        if isinstance(target, str) or _hashable(target):
+            _CANDIDATES[target] = candidate
+    name = graph._graph_namespace.create_name(candidate, None)
+    node = torch.fx.Node(graph, name, kind, target, args, kwargs or _IMMUTABLE_DICT, None)
+    graph._graph_namespace.associate_name_with_obj(name, node)
+    graph._insert(node)
+    graph._find_nodes_lookup_table.insert(node)
+    graph._len += 1
+    return node
+
+
+def _hashable(target) -> bool:
+    try:
+        hash(target)
+        return True
+    except TypeError:
+        return False
+
+
+_CANDIDATES: dict = {}
+_IMMUTABLE_DICT = torch.fx.immutable_collections.immutable_dict()
+_probe = torch.fx.Graph()
+_FAST_NODES = all(hasattr(_probe, a) for a in ("_insert", "_find_nodes_lookup_table", "_len", "_graph_namespace",
+                                                 "_target_to_str")) and _probe.owning_module is None
+del _probe
 
 
 class InputWrite(Exception):

@@ -52,7 +52,8 @@ ONLY_PUSH = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "L
 @functools.lru_cache(maxsize=4096)
 def instructions_of(code: types.CodeType):
     insts = list(dis.get_instructions(code))
-    return insts, {inst.offset: i for i, inst in enumerate(insts)}, handled_offsets(code, insts), exception_handlers(code)
+    return (insts, {inst.offset: i for i, inst in enumerate(insts)}, handled_offsets(code, insts),
+            exception_handlers(code), tuple(compat.break_point(inst, code) for inst in insts))
 
 
 def _caller_handles() -> bool:
@@ -245,7 +246,7 @@ class Tracer:
 
 @functools.lru_cache(maxsize=1024)
 def _yields_in_handler(code: types.CodeType) -> bool:
-    insts, index_of, _, handlers = instructions_of(code)
+    insts, index_of, _, handlers, _ = instructions_of(code)
     for inst in insts:
         entry = handlers.get(inst.offset) if inst.opname == "YIELD_VALUE" else None
         if entry is not None and insts[index_of[entry[0]]].opname not in NOT_TRY_HANDLERS:
@@ -327,7 +328,8 @@ class Frame:
     def __init__(self, tracer: Tracer, code, locals_, cells, globals_, global_source, parent):
         self.tracer = tracer
         self.code = code
-        self.instructions, self.index_of, (self.handled, self.user_try, self.caught), self.handlers = instructions_of(code)
+        self.instructions, self.index_of, (self.handled, self.user_try, self.caught), self.handlers, self.break_points = \
+            instructions_of(code)
         self.locals: dict = locals_
         self.cells: dict[str, CellVar] = cells
         self.globals = globals_
@@ -479,8 +481,8 @@ class Frame:
         while True:
             if tracer.pending and (inst is None or inst.opname not in ONLY_PUSH):
                 self._finalize()  # (the previous instruction may have let go of a generator's last reference)
-            if is_root:
-                self.checkpoint = Checkpoint(self)
+            if is_root:  # (where a break may resume: elsewhere a break runs the whole call eagerly)
+                self.checkpoint = Checkpoint(self) if self.break_points[self.ip] else None
             if tracer.generators:
                 self.operands = list(self.stack)
             inst = insts[self.ip]
