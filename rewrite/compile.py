@@ -598,11 +598,15 @@ def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=Non
         f_source, f_names = first_call_source(cap, params, name, consts)
     g_source = guard.closure_source(params)  # (after the entry: it takes every constant too)
     phases.done("codegen")
-    ns = codeload.load("entries", name, "import torch\n\n" + g_source + "\n\n" + e_source + "\n\n" + f_source, {})
+    ns = codeload.load("entries", name, "import torch\n\n" + e_source + "\n\n" + f_source, {})
     phases.done("load")
     values = list(consts.values.values())
-    guard_fn = ns["___make_guard"](globals_, *values)
-    guard_fn.__qualname__ = guard_fn.__name__ = f"guard_{name}"
+
+    def make_guard():  # (compiled when first used: see GuardFunction)
+        made = codeload.load("entries", f"guard_{name}", "import torch\n\n" + g_source, {})["___make_guard"](
+            globals_, *values)
+        made.__qualname__ = made.__name__ = f"guard_{name}"
+        return made
     fn = ns["___make_entry"](globals_, *values)
     fn.__qualname__ = fn.__name__ = f"entry_{name}"
     if f_source:
@@ -612,7 +616,7 @@ def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=Non
 
         def first(*args):
             return made(*args, outputs)
-    return GuardFunction(guard_fn, g_source, guard.ordered, params, globals_), fn, e_source, first
+    return GuardFunction(make_guard, g_source, guard.ordered, params, globals_, lazy=True), fn, e_source, first
 
 
 def compile_entry(dispatcher, args) -> Entry:

@@ -55,14 +55,25 @@ class GuardSet:
 
 
 class GuardFunction:
-    """The generated closure plus what is needed to print and explain it."""
+    """The generated closure plus what is needed to print and explain it. `fn` may be given as a
+    function of no arguments that makes it: it is then made when first used (the entry inlines
+    its checks; this closure on its own serves misses, `explain` and recompile reasons, and a
+    first compile never needs it: its source need not be compiled on the first call)."""
 
-    def __init__(self, fn, source: str, guards: list[Guard], params: tuple[str, ...], globals_: dict):
-        self.fn = fn
+    def __init__(self, fn, source: str, guards: list[Guard], params: tuple[str, ...], globals_: dict,
+                 lazy: bool = False):
+        self._fn, self._make = (None, fn) if lazy else (fn, None)
         self.source = source
         self.guards = guards
         self.params = params
         self.globals = globals_
+
+    @property
+    def fn(self):
+        if self._fn is None:
+            self._fn = self._make()
+            self._make = None
+        return self._fn
 
     def __call__(self, *args) -> bool:
         return self.fn(*args)

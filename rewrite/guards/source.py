@@ -61,7 +61,10 @@ def key_expr(key) -> str:
 
 def comment(text: str) -> str:
     """`text` made safe for a `#` comment of generated code: one line, printable ASCII."""
-    return "".join(c if c.isascii() and c.isprintable() else "?" for c in str.__str__(text))[:200]
+    text = str.__str__(text)
+    if text.isascii() and text.isprintable():  # (the common case: as it is)
+        return text[:200]
+    return "".join(c if c.isascii() and c.isprintable() else "?" for c in text)[:200]
 
 
 def param_name(name: str) -> str:
@@ -139,7 +142,17 @@ def source_kind(cls):
             object.__setattr__(self, "_hash", h)
         return h
     cls.__hash__ = __hash__
-    cls.__getstate__ = lambda self: {k: v for k, v in self.__dict__.items() if k != "_hash"}  # (str hashes vary)
+    bases_of = cls.bases
+
+    def bases(self):  # (read for every part of every guard's source: computed once per source)
+        b = self.__dict__.get("_bases")
+        if b is None:
+            b = tuple(bases_of(self))
+            object.__setattr__(self, "_bases", b)
+        return b
+    cls.bases = bases
+    # (pickled without what is computed: str hashes vary between processes)
+    cls.__getstate__ = lambda self: {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_bases")}
     return cls
 
 

@@ -127,8 +127,8 @@ class GraphBuilder:
     # -- ops --------------------------------------------------------------------------------
     def call(self, kind: str, target, args: tuple, kwargs: dict):
         """Run `target` on the real values and record it. Returns (node, real result)."""
-        real_args, real_kwargs = _real(args), _real(kwargs)
-        fx_args, fx_kwargs = _fx(args), _fx(kwargs)
+        real_args, fx_args = _split(args)
+        real_kwargs, fx_kwargs = (_real(kwargs), _fx(kwargs)) if kwargs else ({}, {})
         self._write_check.seeded = self._write_check.wrote = False
         try:
             if self._pure(kind, target, real_args, real_kwargs):  # (writes nothing, draws nothing)
@@ -150,10 +150,11 @@ class GraphBuilder:
         self.op_count += 1
         return node, result
 
-    def _pure(self, kind: str, target, args: tuple, kwargs: dict) -> bool:
+    @staticmethod
+    def _pure(kind: str, target, args: tuple, kwargs: dict) -> bool:
         """Whether an op may run without the write check: one that neither writes nor draws
-        (`PURE_FUNCTIONS`, `PURE_METHODS`: no `out=`, no `inplace=True`), on plain tensors none of
-        which is an input's memory."""
+        (`PURE_FUNCTIONS`, `PURE_METHODS`: no `out=`, no `inplace=True`) on plain tensors (or
+        parameters: their ops are Tensor's) -- it can write into no input, whichever it reads."""
         if kind == "call_method":
             if target not in PURE_METHODS:
                 return False
@@ -163,11 +164,12 @@ class GraphBuilder:
             return False
         for a in args:
             if isinstance(a, torch.Tensor):
-                if type(a) is not torch.Tensor or id(a) in self.input_ids or _storage(a) in self.input_storages:
+                if type(a) not in PLAIN_TENSORS:
                     return False
-            elif isinstance(a, (list, tuple)) and any(isinstance(i, torch.Tensor) for i in a):
+            elif isinstance(a, (list, tuple)) and any(isinstance(i, torch.Tensor) and type(i) not in PLAIN_TENSORS
+                                                      for i in a):
                 return False
-        return not any(isinstance(v, torch.Tensor) for v in kwargs.values())
+        return not any(isinstance(v, torch.Tensor) and type(v) not in PLAIN_TENSORS for v in kwargs.values())
 
     def original(self, value: torch.Tensor) -> torch.Tensor:
         """The caller's tensor a graph input's example value stands for."""
@@ -353,9 +355,9 @@ def _run(kind: str, target, args: tuple, kwargs: dict):
     return target(*args, **kwargs)
 
 
-# ops that write into no tensor and draw no random number: run without the write check where
-# none of their tensors is an input's memory (the check, a dispatch mode entered per op, costs
-# more than a small op); any other op -- in-place ones, random ones, factories -- runs under it
+# ops that write into no tensor and draw no random number: run without the write check (a
+# Python dispatch mode entered per op: every ATen op under it costs tens of µs, ten times a
+# small op's own cost); any other op -- in-place ones, random ones, factories -- runs under it
 PURE_FUNCTIONS = frozenset({
     operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod, operator.pow,
     operator.matmul, operator.neg, operator.pos, operator.abs, operator.invert, operator.and_, operator.or_,
@@ -377,6 +379,9 @@ PURE_METHODS = frozenset({
     "add", "sub", "mul", "div", "__getitem__", "clone", "detach", "flip", "cumsum", "argmax", "argmin", "tril",
     "triu", "repeat", "roll", "gather", "numel", "dim", "all", "any", "norm", "var", "std", "prod",
 })
+
+
+PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
 def new_node(graph: torch.fx.Graph, kind: str, target, args: tuple, kwargs: dict) -> torch.fx.Node:
@@ -557,6 +562,25 @@ def _describe(node, result) -> None:
             node.meta["device"] = result.device
         except Exception:  # (a dtype or tensor kind the meta device does not have: the value itself)
             pass
+
+
+def _split(args: tuple) -> tuple[tuple, tuple]:
+    """(`_real(args)`, `_fx(args)`) in one pass where every argument is a tensor or a plain
+    constant (most ops' arguments); else the two walks."""
+    real, fx = [], []
+    for a in args:
+        if type(a) is TensorVar:
+            real.append(a.value)
+            fx.append(a.node)
+        elif type(a) is ConstVar and type(a.value) in _PLAIN:
+            real.append(a.value)
+            fx.append(a.value)
+        else:
+            return _real(args), _fx(args)
+    return tuple(real), tuple(fx)
+
+
+_PLAIN = (int, float, bool, str, type(None), torch.dtype)
 
 
 def _real(obj):

@@ -52,8 +52,10 @@ ONLY_PUSH = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "L
 @functools.lru_cache(maxsize=4096)
 def instructions_of(code: types.CodeType):
     insts = list(dis.get_instructions(code))
-    return (insts, {inst.offset: i for i, inst in enumerate(insts)}, handled_offsets(code, insts),
-            exception_handlers(code), tuple(compat.break_point(inst, code) for inst in insts))
+    steps = tuple((inst, HANDLERS.get(inst.opname), inst.positions.lineno if inst.positions is not None else None,
+                   compat.break_point(inst, code)) for inst in insts)  # (what the step loop reads of each)
+    return insts, {inst.offset: i for i, inst in enumerate(insts)}, handled_offsets(code, insts), \
+        exception_handlers(code), steps
 
 
 def _caller_handles() -> bool:
@@ -328,7 +330,7 @@ class Frame:
     def __init__(self, tracer: Tracer, code, locals_, cells, globals_, global_source, parent):
         self.tracer = tracer
         self.code = code
-        self.instructions, self.index_of, (self.handled, self.user_try, self.caught), self.handlers, self.break_points = \
+        self.instructions, self.index_of, (self.handled, self.user_try, self.caught), self.handlers, self.step_table = \
             instructions_of(code)
         self.locals: dict = locals_
         self.cells: dict[str, CellVar] = cells
@@ -475,27 +477,28 @@ class Frame:
     def _run(self) -> Var:
         tracer = self.tracer
         log = logs.get("trace") if tracer.log_trace else None
-        insts = self.instructions
+        steps = self.step_table
         is_root = self is tracer.root
+        limit = config.max_trace_instructions
         inst = None
         while True:
             if tracer.pending and (inst is None or inst.opname not in ONLY_PUSH):
                 self._finalize()  # (the previous instruction may have let go of a generator's last reference)
+            ip = self.ip
+            inst, fn, lineno, break_point = steps[ip]
             if is_root:  # (where a break may resume: elsewhere a break runs the whole call eagerly)
-                self.checkpoint = Checkpoint(self) if self.break_points[self.ip] else None
+                self.checkpoint = Checkpoint(self) if break_point else None
             if tracer.generators:
                 self.operands = list(self.stack)
-            inst = insts[self.ip]
-            self.ip += 1
-            if inst.positions is not None and inst.positions.lineno is not None:
-                self.lineno = inst.positions.lineno
+            self.ip = ip + 1
+            if lineno is not None:
+                self.lineno = lineno
             tracer.steps += 1
-            if tracer.steps > config.max_trace_instructions:
-                raise self._locate(Unsupported(f"trace longer than {config.max_trace_instructions} instructions"))
+            if tracer.steps > limit:
+                raise self._locate(Unsupported(f"trace longer than {limit} instructions"))
             if log is not None:
                 log.debug("%s%s:%s %s %s %s", "  " * tracer.depth, self.code.co_name, self.lineno, inst.opname,
                           inst.argrepr, self.stack)
-            fn = HANDLERS.get(inst.opname)
             try:
                 if fn is None:
                     raise Unsupported(f"opcode {inst.opname} is not supported")
