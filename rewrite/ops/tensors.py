@@ -294,7 +294,8 @@ def call_method(frame, name: str, args: list[Var], kwargs: dict[str, Var]) -> Va
                           "keep it out of the compiled function, or compute with tensors instead")
     if name == "requires_grad_":  # an autograd flag the graph switches where eager does (inputs too)
         graph = frame.tracer.graph
-        if not graph.clone_inputs and (id(self.value) in graph.input_ids or graph.is_input_memory(self.value)):
+        if (not graph.clone_inputs or graph.copied_lazily) and \
+                (id(self.value) in graph.input_ids or graph.is_input_memory(self.value)):
             raise WritesInputs()  # (traced again on copies: the trace must not change the caller's tensor)
         var = _record(frame, "call_method", name, args, kwargs, name)
         var.node.meta["writes"] = True  # (not a write into memory, but the ops after it depend on it)
@@ -417,6 +418,7 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
         if dd is not None and not config.get("capture_dynamic_output_shape_ops"):
             raise Unsupported(f"{dd}: the output's shape depends on data, and config.capture_dynamic_output_shape_ops "
                               "is off", "set rewrite.config.capture_dynamic_output_shape_ops = True to record it")
+    graph.ops_in_try = graph.ops_in_try or in_try  # (no switch to copies midway: see GraphBuilder._copy_written)
     node, result = graph.call(kind, target, tuple(args), dict(kwargs))
     if _may_raise_on_values(node, target, name, args, kwargs):
         node.meta["may_raise"] = True
@@ -442,10 +444,16 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
 
 def _float_meets_integer_tensor(args, kwargs) -> bool:
     """A Python float or complex next to an integer tensor: the result dtype is the default dtype."""
-    values = list(args) + list(kwargs.values())
-    has_float = any(isinstance(v, ConstVar) and type(v.value) in (float, complex) for v in values)
-    return has_float and any(not t.value.is_floating_point() and not t.value.is_complex()
-                             for t in _tensors(values, {}))
+    has_float = integer = False
+    for v in (*args, *kwargs.values()):
+        if type(v) is ConstVar:
+            has_float = has_float or type(v.value) in (float, complex)
+        elif type(v) is TensorVar:
+            integer = integer or not v.value.dtype.is_floating_point and not v.value.dtype.is_complex
+        elif isinstance(v, (TupleVar, ListVar, DictVar)):  # (tensors inside: the whole walk)
+            integer = integer or any(not t.value.dtype.is_floating_point and not t.value.dtype.is_complex
+                                     for t in _tensors([v], {}))
+    return has_float and integer
 
 
 def _shape_from_data(kind, target, name, args, kwargs) -> str | None:

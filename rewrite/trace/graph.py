@@ -27,6 +27,8 @@ class GraphBuilder:
         """With `clone_inputs`, the trace runs on copies of the inputs (see `input_copy`): the
         user's code writes into its inputs, and the trace must not do so before the entry runs."""
         self.clone_inputs = clone_inputs
+        self.ops_in_try = False  # (an op an `except` covers was recorded, or is being recorded: see _copy_written)
+        self.copied_lazily = False  # the trace began on the real inputs and went on on copies (_copy_written)
         self._copies: dict = {}  # storage of an input -> its copy (inputs sharing memory still do)
         self._originals: dict = {}  # id(copy) -> the input it copies
         self.graph = torch.fx.Graph()
@@ -56,6 +58,8 @@ class GraphBuilder:
         if var is not None:
             return var
         storage = _storage(value)
+        if self.copied_lazily and storage in self.input_storages and storage not in self._copies:
+            raise WritesInputs()  # (it shares memory with an input read before the trace went on copies)
         if storage is not None:
             self.input_storages.add(storage)
         self.input_ids.add(id(value))
@@ -137,7 +141,10 @@ class GraphBuilder:
                 with self._write_check:
                     result = _run(kind, target, real_args, real_kwargs)
         except InputWrite as e:
-            if not self.clone_inputs:  # trace again on copies: the graph will write into the real inputs
+            first_try = not self.clone_inputs or self.copied_lazily  # (the trace began on the real inputs)
+            if first_try and self._copy_written(e.storage):  # on copies from now on: the op once more
+                return self.call(kind, target, args, kwargs)
+            if first_try:  # trace again on copies: the graph will write into the real inputs
                 raise WritesInputs() from None
             raise Unsupported(f"{_target_name(target)} writes into memory the trace does not own ({e.op})") from None
         except Exception as e:
@@ -149,6 +156,29 @@ class GraphBuilder:
         self._created.append(node)
         self.op_count += 1
         return node, result
+
+    def _copy_written(self, storage) -> bool:
+        """An op is about to write into an input's memory, which no op recorded so far has read
+        (a BatchNorm's running stats, written by the op that first reads them): trace on copies of
+        the inputs from here on -- that memory's inputs made copies now, the others as they are
+        first read -- instead of tracing the call again from its start. False where an op read it
+        already (its result may view the real memory), or an op in a `try` was recorded (a graph
+        that writes into its inputs cannot run again eagerly when it fails): then the whole trace
+        runs again on copies."""
+        hit = [i for i, (_, value, _) in enumerate(self.inputs)
+               if isinstance(value, torch.Tensor) and _storage(value) == storage]
+        if not hit or self.ops_in_try or any(self.inputs[i][2].users for i in hit):
+            return False
+        for i in hit:
+            source, value, node = self.inputs[i]
+            copy = input_copy(value, self._copies)
+            self._originals[id(copy)] = value
+            self._by_source[source].value = copy
+            self.inputs[i] = (source, copy, node)
+            node.meta["example_value"] = copy
+            self._real_of[node] = copy
+        self.clone_inputs = self.copied_lazily = True
+        return True
 
     @staticmethod
     def _pure(kind: str, target, args: tuple, kwargs: dict) -> bool:
@@ -421,8 +451,9 @@ del _probe
 
 
 class InputWrite(Exception):
-    def __init__(self, op: str):
+    def __init__(self, op: str, storage=None):
         self.op = op
+        self.storage = storage  # (the input memory it would write)
 
 
 def _draws(func, args, kwargs) -> bool:
@@ -473,7 +504,7 @@ class _InputWriteCheck(TorchDispatchMode):
                 if isinstance(t, torch.Tensor):
                     self.wrote = True
                     if id(t) in self.ids or _storage(t) in self.storages:
-                        raise InputWrite(str(func))
+                        raise InputWrite(str(func), _storage(t))
         if seeded:
             return self._draw_privately(func, args, kwargs)
         return func(*args, **kwargs)

@@ -1,0 +1,163 @@
+"""What makes a first call cheap changes nothing a call computes: fx nodes made without torch's
+per-node checks name and link as torch's do, ops that write nothing run without the write check
+(writes into inputs still found), the guard closure compiled only when first needed, the
+REWRITE_LOGS=perf_hints report. Each against eager."""
+import logging
+
+import pytest
+import torch
+
+import rewrite
+from rewrite import dispatcher_of, jit
+from rewrite.trace import graph as graph_module
+
+from conftest import CompileCounter, assert_same, eager_copy
+
+
+def _chain(x, w):
+    y = torch.relu(x @ w) * 2 + x.sum(-1, keepdim=True)
+    z = y.transpose(0, 1).reshape(-1)[:5]
+    return torch.nn.functional.layer_norm(y, y.shape[-1:]), z.softmax(0)
+
+
+def test_fast_nodes_make_the_graph_torch_makes(monkeypatch):
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    codes = []
+    for fast in (True, False):
+        monkeypatch.setattr(graph_module, "_FAST_NODES", fast)
+        rewrite.reset()
+        counter = CompileCounter()
+        fn = jit(eager_copy(_chain), backend=counter)
+        assert_same(fn(x, w), _chain(x, w))
+        codes.append(counter.graphs[0].code)
+    assert codes[0] == codes[1]
+
+
+def test_pure_ops_on_inputs_and_writes_into_inputs():
+    """Ops that write nothing read inputs without the write check; an in-place op on an input
+    is still found (the trace runs again on copies) and the entry writes as eager does."""
+    def f(x, p):
+        y = torch.nn.functional.linear(x, p) + x.mean()
+        x.add_(1)
+        return y, x * 2
+    for _ in range(2):
+        args = (torch.randn(3, 3), torch.nn.Parameter(torch.randn(3, 3)))
+        want_args = tuple(a.detach().clone() for a in args)
+        with torch.no_grad():
+            got = jit(f)(*args)
+            want = eager_copy(f)(*want_args)
+        assert_same(got, want)
+        assert_same(args[0], want_args[0])
+
+
+def test_the_guard_closure_is_compiled_when_first_needed():
+    def f(x):
+        return x * 2 + 1
+    fn = jit(f)
+    x = torch.randn(3)
+    assert_same(fn(x), eager_copy(f)(x))
+    entry = dispatcher_of(fn).entries[0]
+    assert entry.guard._fn is None  # (the entry inlines the checks: the first call needs no closure)
+    y = torch.randn(5, 2)
+    assert_same(fn(y), eager_copy(f)(y))  # (a miss: the first entry's closure is asked)
+    assert entry.guard._fn is not None and entry.guard(x) and not entry.guard(torch.randn(5, 2))
+
+
+def test_perf_hints_report_the_phases():
+    from rewrite import logs
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+    keep = Keep()
+    logs.get("perf_hints").addHandler(keep)
+    logs.set_logs("perf_hints")
+    try:
+        x, w = torch.randn(4, 4), torch.randn(4, 4)
+        assert_same(jit(eager_copy(_chain))(x, w), _chain(x, w))
+    finally:
+        logs.set_logs("")
+        logs.get("perf_hints").removeHandler(keep)
+    assert records and all(phase in records[0] for phase in ("trace", "backend", "guards", "codegen", "load", "ops"))
+
+
+@pytest.mark.parametrize("where", ["call", "jump", "step"])
+def test_breaks_resume_at_their_instruction(where):
+    """Checkpoints are kept only where a break may resume (calls, jumps, eager steps): a break
+    at each kind still resumes there."""
+    def at_call(x):
+        y = x + 1
+        print("", end="")
+        return y * 2
+
+    def at_jump(x):
+        y = x * 3
+        if y.sum() > 0:
+            return y + 1
+        return y - 1
+
+    def at_step(x):
+        y = x - 2
+        y.unknown = 1  # (a tensor attribute set: the entry runs the store eagerly)
+        return y * y
+
+    fn = {"call": at_call, "jump": at_jump, "step": at_step}[where]
+    counter = CompileCounter()
+    compiled = jit(fn, backend=counter)
+    for _ in range(2):
+        x = torch.randn(4)
+        assert_same(compiled(x.clone()), eager_copy(fn)(x.clone()))
+    assert counter.frame_count >= 2  # (the graph before the break, and the resume function's)
+
+
+def test_writes_into_inputs_no_op_read_go_on_on_copies(monkeypatch):
+    """A BatchNorm in training writes its running stats in the op that first reads them: the
+    trace goes on on copies from there (one trace, not two); an input read before it is
+    written, or one sharing memory with such an input, still traces the call again on copies.
+    Each against eager: results, and the inputs afterwards."""
+    from rewrite import compile as compile_module
+    made = []
+    real = compile_module.Tracer
+
+    def counting(*args, **kwargs):
+        made.append(kwargs.get("clone_inputs", False))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(compile_module, "Tracer", counting)
+
+    torch.manual_seed(0)
+    bn = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()).train()
+    twin = __import__("copy").deepcopy(bn)
+    x = torch.randn(2, 3, 6, 6)
+    assert_same(jit(bn)(x), twin(x))
+    assert made == [False]  # (one trace: it went on on copies at the running stats' write)
+    for a, b in zip(bn.buffers(), twin.buffers()):
+        assert_same(a, b)
+
+    def read_then_written(x, y):
+        z = x * 2  # (x read: an op's result may view it)
+        x.add_(y)
+        return z + x
+
+    def aliased_read_before(x, v):
+        y = x + 1  # (x read, real)
+        v.mul_(2)  # (v shares x's memory: the call is traced again on copies)
+        return y, x * 1
+
+    def aliased_read_after(x, v):
+        v.mul_(2)  # (v's memory, unread: the trace goes on on copies here)
+        return x + 1  # (x, first read now, is a copy sharing v's copied memory: it sees the write)
+    cases = ((read_then_written, lambda: (torch.randn(3), torch.randn(3)), [False, True]),
+             (aliased_read_before, lambda: (lambda b: (b, b[1:]))(torch.randn(4)), [False, True]),
+             (aliased_read_after, lambda: (lambda b: (b, b[1:]))(torch.randn(4)), [False]))
+    for fn, make, traces in cases:
+        made.clear()
+        rewrite.reset()
+        torch.manual_seed(1)
+        got_args = make()
+        torch.manual_seed(1)
+        want_args = make()
+        assert_same(jit(eager_copy(fn))(*got_args), eager_copy(fn)(*want_args))
+        for a, b in zip(got_args, want_args):
+            assert_same(a, b)
+        assert made == traces, fn.__name__
