@@ -458,3 +458,14 @@ def unshared_storages(frame) -> dict:
     if not hasattr(tracer, "numpy_unshared"):
         tracer.numpy_unshared = {}
     return tracer.numpy_unshared
+
+
+def specialize(frame, values) -> None:
+    """The symbolic sizes of these arrays' (or tensors') pinned: what the trace decides from
+    them holds for these sizes only (np.shape's constant, array_equal's False)."""
+    for v in values:
+        t = tensor_of(v)
+        if isinstance(t, TensorVar) and t.sym is not None:
+            for s in t.sym:
+                if not isinstance(s, int):
+                    frame.tracer.shape_env.specialize(s)

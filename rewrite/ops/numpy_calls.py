@@ -20,8 +20,8 @@ import torch
 
 from ..errors import Unsupported
 from ..values.vars import ArrayVar, ConstVar, ListVar, MethodVar, ObjectVar, TensorVar, TupleVar, Var
-from .arrays import (NDARRAY, as_out, cast, from_tensor, is_numpy, op, run, snapshot, tensor_of, to_tensor,
-                     unshared_storages, value_of)
+from .arrays import (NDARRAY, as_out, cast, from_tensor, is_numpy, op, run, snapshot, specialize, tensor_of,
+                     to_tensor, unshared_storages, value_of)
 from .core import ARRAYS, const, fold, foldable
 from .numpy_functions import FUNCTIONS, _matmul, _reshape, _round, _sort, _transpose
 from .numpy_ufuncs import ELEMENTWISE, OPERATORS, REDUCTIONS, UNARY_OPERATORS
@@ -56,16 +56,6 @@ def _name(fn) -> str:
     return f"{module}.{getattr(fn, '__name__', type(fn).__name__)}"
 
 
-def _specialize(frame, args) -> None:
-    """Sizes a constant result is computed from are pinned (np.shape of a dynamic array)."""
-    for a in args:
-        t = tensor_of(a)
-        if isinstance(t, TensorVar) and t.sym is not None:
-            for s in t.sym:
-                if not isinstance(s, int):
-                    frame.tracer.shape_env.specialize(s)
-
-
 def _scalar_type(frame, call, x, *args, **kwargs):
     return as_out(frame, call, x)
 
@@ -77,7 +67,7 @@ def call_numpy(frame, fn: ObjectVar, args: list, kwargs: dict) -> Var:
         raise Unsupported(f"call to {name}: it draws from NumPy's global generator (a compiled call must draw "
                           "what eager draws)", "draw with torch's generator, or outside the compiled function")
     if value in METADATA:  # (pure: the oracle's constant)
-        _specialize(frame, [*args, *kwargs.values()])
+        specialize(frame, [*args, *kwargs.values()])
         return run(frame, name, value, args, kwargs, lambda *a, **k: None)
     _refuse_out(name, value, args, kwargs)
     scalar_type = isinstance(value, type) and issubclass(value, np.generic)

@@ -13,7 +13,7 @@ import torch
 from ..errors import Unsupported
 from ..values.vars import ArrayVar, ConstVar, ListVar, SymIntVar, TensorVar, TupleVar, Var
 from .arrays import (NDARRAY, NO, as_out, as_tensor, as_var, cast, op, out_dtype, params, refuse, skip_values,
-                     tensor_of, torch_dtype, ufunc_kwargs, value_of)
+                     specialize, tensor_of, torch_dtype, ufunc_kwargs, value_of)
 from .core import describe, foldable
 from .numpy_ufuncs import REDUCTIONS
 from .tensors import call_method
@@ -168,14 +168,13 @@ def _allclose(frame, call, *args, **kwargs):
 
 
 def _array_equal(frame, call, a1, a2, equal_nan=None):
+    if equal_nan is not None and value_of(equal_nan):
+        raise Unsupported("np.array_equal with equal_nan=True")
     x, y = as_tensor(frame, a1), as_tensor(frame, a2)
-    if x.value.shape != y.value.shape or value_of(equal_nan):
-        return None if x.value.shape != y.value.shape else _refuse_equal_nan()
+    if x.value.shape != y.value.shape:
+        specialize(frame, [x, y])  # (the answer, False, holds for these sizes)
+        return None
     return op(frame, torch.all, (op(frame, torch.eq, (x, y), {}),), {})
-
-
-def _refuse_equal_nan():
-    raise Unsupported("np.array_equal with equal_nan=True")
 
 
 def _products(frame, call, *operands):
@@ -283,8 +282,8 @@ def _swapaxes(frame, call, a, axis1, axis2):
 
 def _broadcast_to(frame, call, array, shape, subok=None):
     shape = value_of(shape)  # (sizes may be symbols: kept as Vars)
-    return call_method(frame, "expand", [as_tensor(frame, array), as_var(shape if isinstance(shape, tuple) else (shape,))],
-                       {})
+    sizes = as_var(shape if isinstance(shape, tuple) else (shape,))
+    return call_method(frame, "expand", [as_tensor(frame, array), sizes], {})
 
 
 def _round(frame, call, a, decimals=ConstVar(0), out=None):
