@@ -20,6 +20,8 @@ into a local, just before the first check that needs it:
 """
 from __future__ import annotations
 
+import collections
+
 import torch
 
 from .guard import Consts, Guard, TensorMatch
@@ -126,14 +128,13 @@ def _sources_of(g: Guard) -> list[Source]:
 
 def _shared_sources(ordered: list[Guard]) -> dict:
     """Sources read (themselves or as the base of another) by more than one check: named."""
-    count: dict = {}
+    count = collections.Counter()
     for g in ordered:
-        seen = set()
-        for s in _sources_of(g):
-            for part in (s, *s.bases()):
-                if part not in seen:
-                    seen.add(part)
-                    count[part] = count.get(part, 0) + 1
+        sources = _sources_of(g)
+        if len(sources) == 1:  # (a source and its bases are distinct: each counted once, in C)
+            count.update((sources[0], *sources[0].bases()))
+        else:
+            count.update({part for s in sources for part in (s, *s.bases())})
     shared = [s for s, n in count.items() if n > 1 and not isinstance(s, LocalSource) and s.bases()]
     return {s: f"___s{i}" for i, s in enumerate(shared)}
 
@@ -179,28 +180,29 @@ def render_guards(guards: GuardSet, name: str, consts: Consts | None = None) -> 
     groups: list[tuple[list[str], list[str]]] = []
     bound: set = set()
 
-    def emit(checks_of):
+    def emit(checks_of, used: set):
         """Render one guard's checks; bind the named values they read first (bases first)."""
-        with shared_names(names) as used:
-            checks = checks_of()
-            bindings = []
-            used.update(b for s in list(used) for b in s.bases() if b in names)  # bases first
-            for s in sorted(used - bound, key=lambda s: len(s.bases())):
-                bindings.append(f"{names[s]} = {raw_expr(s)}")  # its named bases are bound above
-                bound.add(s)
+        used.clear()
+        checks = checks_of()
+        bindings = []
+        used.update(b for s in list(used) for b in s.bases() if b in names)  # bases first
+        for s in sorted(used - bound, key=lambda s: len(s.bases())):
+            bindings.append(f"{names[s]} = {raw_expr(s)}")  # its named bases are bound above
+            bound.add(s)
         if bindings or not groups:
             groups.append((bindings, checks))
         else:
             groups[-1][1].extend(checks)
 
     tensors = [g for g in ordered if isinstance(g, TensorMatch)]
-    for g in ordered:
-        if not isinstance(g, TensorMatch):
-            emit(lambda g=g: g.checks(consts))
-    checker = _tensor_checker(tensors, guards)
-    if checker is not None:
-        emit(lambda: _batched_tensor_checks(tensors, checker, consts))
-    else:
-        for g in tensors:
-            emit(lambda g=g: g.checks(consts))
+    with shared_names(names) as used:  # (one context for all: `used` is each guard's, cleared first)
+        for g in ordered:
+            if not isinstance(g, TensorMatch):
+                emit(lambda g=g: g.checks(consts), used)
+        checker = _tensor_checker(tensors, guards)
+        if checker is not None:
+            emit(lambda: _batched_tensor_checks(tensors, checker, consts), used)
+        else:
+            for g in tensors:
+                emit(lambda g=g: g.checks(consts), used)
     return GuardCode(groups, consts, ordered, name)
