@@ -58,12 +58,13 @@ class GraphBuilder:
         if var is not None:
             return var
         storage = _storage(value)
-        if self.copied_lazily and storage in self.input_storages and storage not in self._copies:
-            raise WritesInputs()  # (it shares memory with an input read before the trace went on copies)
+        # (one sharing memory with an input read before the trace went on copies stays the real
+        # one, as that input: a write into that memory then traces the call again on copies)
+        shares_real = self.copied_lazily and storage in self.input_storages and storage not in self._copies
         if storage is not None:
             self.input_storages.add(storage)
         self.input_ids.add(id(value))
-        if self.clone_inputs:
+        if self.clone_inputs and not shares_real:
             copy = input_copy(value, self._copies)
             self._originals[id(copy)] = value
             value = copy
