@@ -52,27 +52,25 @@ def _time(call) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
-def first_call(target, args, compiler: str) -> float:
-    """ms of the first call of a fresh compile of `target` (a function or a module)."""
+def _compiled(target, compiler: str):
+    """A fresh compile of a copy of `target` (a function or a module), its compiler reset first."""
     made = copy.deepcopy(target) if isinstance(target, torch.nn.Module) else _fresh_fn(target)
     if compiler == "rewrite":
         rewrite.reset()
-        fn = rewrite.jit(made)
-    else:
-        torch._dynamo.reset()
-        fn = torch.compile(made, backend="eager")
+        return rewrite.jit(made)
+    torch._dynamo.reset()
+    return torch.compile(made, backend="eager")
+
+
+def first_call(target, args, compiler: str) -> float:
+    """ms of the first call of a fresh compile of `target`."""
+    fn = _compiled(target, compiler)
     return _time(lambda: fn(*args))
 
 
 def recompile(target, args, other, compiler: str) -> float:
     """ms of the call at a new shape, after a first call (a recompile: sizes dynamic from then on)."""
-    made = copy.deepcopy(target)
-    if compiler == "rewrite":
-        rewrite.reset()
-        fn = rewrite.jit(made)
-    else:
-        torch._dynamo.reset()
-        fn = torch.compile(made, backend="eager")
+    fn = _compiled(target, compiler)
     fn(*args)
     return _time(lambda: fn(*other))
 

@@ -454,10 +454,7 @@ def _torch_views(t: TensorVar, v: Var) -> bool:
 
 def unshared_storages(frame) -> dict:
     """Memory (a storage's address) -> the arrays that view it in NumPy and are copies here."""
-    tracer = frame.tracer
-    if not hasattr(tracer, "numpy_unshared"):
-        tracer.numpy_unshared = {}
-    return tracer.numpy_unshared
+    return frame.tracer.numpy_unshared
 
 
 def specialize(frame, values) -> None:

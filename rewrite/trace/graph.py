@@ -421,11 +421,12 @@ def new_node(graph: torch.fx.Graph, kind: str, target, args: tuple, kwargs: dict
     again each time -- where this torch's Graph has the internals it works through (else as torch)."""
     if not _FAST_NODES:
         return graph.create_node(kind, target, args, kwargs)
-    candidate = _CANDIDATES.get(target) if isinstance(target, str) or _hashable(target) else None
-    if candidate is None:
+    try:
+        candidate = _CANDIDATES.get(target)
+    except TypeError:  # (an unhashable target: named each time, as torch names it)
         candidate = graph._target_to_str(target)
-        if isinstance(target, str) or _hashable(target):
-            _CANDIDATES[target] = candidate
+    if candidate is None:
+        candidate = _CANDIDATES[target] = graph._target_to_str(target)
     name = graph._graph_namespace.create_name(candidate, None)
     node = torch.fx.Node(graph, name, kind, target, args, kwargs or _IMMUTABLE_DICT, None)
     graph._graph_namespace.associate_name_with_obj(name, node)
@@ -434,13 +435,6 @@ def new_node(graph: torch.fx.Graph, kind: str, target, args: tuple, kwargs: dict
     graph._len += 1
     return node
 
-
-def _hashable(target) -> bool:
-    try:
-        hash(target)
-        return True
-    except TypeError:
-        return False
 
 
 _CANDIDATES: dict = {}

@@ -118,6 +118,7 @@ class Tracer:
         self.root_cells_shared = False  # a closure over the root frame's cells was made
         self.open_contexts: list = []  # recorded contexts (autocast, ...) entered for real, innermost last
         self.ops_in_try = False  # graph ops an `except` covers: the entry runs eagerly if the graph raises
+        self.numpy_unshared: dict = {}  # memory -> arrays viewing it in NumPy, copies here (ops/arrays.py)
         self.frames: list = []  # the frames running now, outermost first
         self.generators = 0  # generators made that may need closing: from the first on, frames keep their operands
         self.pending: list = []  # suspended generators whose closing runs code (trace/generators.py)
