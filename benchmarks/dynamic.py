@@ -11,10 +11,13 @@ fresh runs.
 """
 from __future__ import annotations
 
+import os
 import platform
 import statistics
 import time
 import types
+
+os.environ.setdefault("REWRITE_PERSISTENT_CACHE", "off")  # (first calls traced: warm starts are warm_start.py's)
 
 import torch
 import torch._dynamo

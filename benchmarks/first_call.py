@@ -20,6 +20,8 @@ import sys
 import time
 import types
 
+os.environ.setdefault("REWRITE_PERSISTENT_CACHE", "off")  # (first calls traced: warm starts are warm_start.py's)
+
 import torch
 import torch._dynamo
 

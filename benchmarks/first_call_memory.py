@@ -16,6 +16,8 @@ import subprocess
 import sys
 import time
 
+os.environ.setdefault("REWRITE_PERSISTENT_CACHE", "off")  # (first calls traced: warm starts are warm_start.py's)
+
 CASES = {
     "40-op pointwise chain, 40 MB input": """
 x = torch.randn(10_000_000)

@@ -21,6 +21,8 @@ import sys
 import time
 import timeit
 
+os.environ.setdefault("REWRITE_PERSISTENT_CACHE", "off")  # (first calls traced: warm starts are warm_start.py's)
+
 import torch
 import torch._dynamo
 

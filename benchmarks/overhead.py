@@ -9,11 +9,14 @@ Dynamo's own cost is compared (no Inductor).
 """
 from __future__ import annotations
 
+import os
 import platform
 import statistics
 import time
 import timeit
 import types
+
+os.environ.setdefault("REWRITE_PERSISTENT_CACHE", "off")  # (first calls traced: warm starts are warm_start.py's)
 
 import torch
 import torch._dynamo

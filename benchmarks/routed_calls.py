@@ -14,9 +14,12 @@ compile on their own. Two workloads, each timed side by side with eager in one r
 """
 from __future__ import annotations
 
+import os
 import platform
 import time
 import warnings
+
+os.environ.setdefault("REWRITE_PERSISTENT_CACHE", "off")  # (first calls traced: warm starts are warm_start.py's)
 
 import torch
 

@@ -3,6 +3,7 @@
     python -m rewrite.fuzz --examples 2000 --seed 0 --backend python [--time-budget 120] [--focus writes] [--reasons]
     python -m rewrite.fuzz --focus written --fullgraph --reasons   # what fullgraph=True still refuses
     python -m rewrite.fuzz --threads 8 --calls 10000 --examples 20      # thread mode (fuzz/threads.py)
+    python -m rewrite.fuzz --warm      # each program again as a new process: entries loaded from the persistent cache
 
 Runs in chunks of Hypothesis examples (each chunk its own derived seed) until the example
 count or the time budget is reached, in strict mode (`rewrite.config.strict`: an eager run
@@ -31,7 +32,7 @@ CHUNK = 100
 
 
 def run_chunk(n: int, seed: int, backend: str, max_statements: int, focus: str | None = None,
-              threads: int = 0, calls: int = 0, fullgraph: bool = False) -> list[Divergence]:
+              threads: int = 0, calls: int = 0, fullgraph: bool = False, warm: bool = False) -> list[Divergence]:
     rules = FOCUS[focus] if focus else None
 
     @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck),
@@ -40,7 +41,7 @@ def run_chunk(n: int, seed: int, backend: str, max_statements: int, focus: str |
     @given(programs(max_statements=max_statements, rules=rules), dims(), dims())
     def fuzz_one(program, dims1, dims2):
         rewrite.reset()
-        run_program(program, dims1, dims2, backend=backend, seed=seed, fullgraph=fullgraph)
+        run_program(program, dims1, dims2, backend=backend, seed=seed, fullgraph=fullgraph, warm=warm)
 
     @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck),
               print_blob=False)
@@ -79,11 +80,18 @@ def main(argv=None) -> int:
                    help="do not check eager runs against the traces (strict mode, the default)")
     p.add_argument("--fullgraph", action="store_true",
                    help="compile with fullgraph=True: a refusal is counted (--reasons lists them), not a divergence")
+    p.add_argument("--warm", action="store_true",
+                   help="each program's calls again as a new process makes them: entries loaded from the "
+                        "persistent cache (a private directory of this run), against eager")
     p.add_argument("--reasons", action="store_true",
                    help="print the most common reasons for graph breaks and calls run eagerly")
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")  # deprecation noise from generated code, recompile-limit notes
     rewrite.config.strict = not args.no_strict
+    if args.warm:
+        import tempfile
+        rewrite.config.persistent_cache = "readwrite"
+        rewrite.config.cache_dir = tempfile.mkdtemp(prefix="rewrite-fuzz-warm-")
     STATS.__init__()  # count this run only
     start, done, chunk_index = time.perf_counter(), 0, 0
     while done < args.examples:
@@ -92,7 +100,7 @@ def main(argv=None) -> int:
         n = min(CHUNK, args.examples - done)
         per_program = -(-args.calls * args.threads // args.examples) if args.threads else 0
         for divergence in run_chunk(n, args.seed * 100_003 + chunk_index, args.backend, args.max_statements,
-                                    args.focus, args.threads, per_program, args.fullgraph):
+                                    args.focus, args.threads, per_program, args.fullgraph, args.warm):
             STATS.divergences += 1
             print(f"\nDIVERGENCE ({args.backend}):\n{divergence}\n", flush=True)
         done += n
@@ -103,7 +111,8 @@ def main(argv=None) -> int:
         for why, count in STATS.reasons.most_common(25):
             print(f"{count:6d}  {why}")
     run = f"backend={args.backend} seed={args.seed}" + (f" focus={args.focus}" if args.focus else "") + \
-        (f" threads={args.threads}" if args.threads else "") + (" fullgraph" if args.fullgraph else "")
+        (f" threads={args.threads}" if args.threads else "") + (" fullgraph" if args.fullgraph else "") + \
+        (" warm" if args.warm else "")
     print(f"fuzz: {run} {STATS.line()}; {elapsed:.1f} s, {rate:.0f} programs/min")
     return 1 if STATS.divergences else 0
 

@@ -72,6 +72,7 @@ class Stats:
     eager: int = 0
     uncached: int = 0  # no entry: every call's trace raised (a graph op raising under `try`), ran eagerly
     refused: int = 0  # under --fullgraph: programs the compiler refused (Unsupported)
+    loaded: int = 0  # under --warm: entries loaded from the persistent cache (and checked against eager)
     reasons: collections.Counter = field(default_factory=collections.Counter)  # breaks and fallbacks
 
     def line(self) -> str:
@@ -79,7 +80,8 @@ class Stats:
                 f"{self.graphs}, fallbacks: {self.fallbacks}, calls: {self.calls} "
                 f"({self.eager_errors} raising eagerly); programs: {self.one_graph} one graph, "
                 f"{self.broke} with a graph break, {self.eager} run eagerly, {self.uncached} never cached"
-                + (f", {self.refused} refused under fullgraph" if self.refused else ""))
+                + (f", {self.refused} refused under fullgraph" if self.refused else "")
+                + (f", {self.loaded} entries loaded warm" if self.loaded else ""))
 
 
 STATS = Stats()
@@ -365,10 +367,13 @@ def check_call(compiled, eager, specs, dims, seed, label, namespaces=(None, None
                  lambda: make_args(specs, dims, seed, j_ns))
 
 
-def run_program(program, dims1: dict, dims2: dict, backend="python", seed: int = 0, fullgraph: bool = False) -> None:
+def run_program(program, dims1: dict, dims2: dict, backend="python", seed: int = 0, fullgraph: bool = False,
+                warm: bool = False) -> None:
     """Compare eager and @jit on three calls of one program -- four where the inputs' aliasing
     can be changed (`alias_variant`) -- and raise Divergence on a difference. `fullgraph`: the
-    program is compiled with fullgraph=True; where it is refused, the reason is counted."""
+    program is compiled with fullgraph=True; where it is refused, the reason is counted.
+    `warm`: then the same calls again as a new process makes them, each entry the persistent
+    cache holds loaded instead of traced (rewrite/persist.py), against eager again."""
     eager_ns, jit_ns = program.load(), program.load()  # two modules: jit rewrites the function it gets
     compiled = rewrite.jit(jit_ns["f"], backend=backend, fullgraph=fullgraph)
     STATS.programs += 1
@@ -380,6 +385,7 @@ def run_program(program, dims1: dict, dims2: dict, backend="python", seed: int =
     variant = alias_variant(program.inputs)
     if variant is not None:
         calls.append(("aliasing changed", dims1, seed + 300, variant))
+    counted = False
     try:
         for label, dims, s, *specs in calls:
             try:
@@ -387,17 +393,41 @@ def run_program(program, dims1: dict, dims2: dict, backend="python", seed: int =
                            (eager_ns, jit_ns))
             except Divergence as d:
                 raise Divergence(f"{d}\n\n{reproducer(program, calls, backend, fullgraph)}") from None
+        if warm:
+            count_entries(compiled)
+            counted = True
+            _new_process(compiled)
+            for label, dims, s, *specs in calls:
+                try:
+                    check_call(compiled, eager_ns["f"], specs[0] if specs else program.inputs, dims, s,
+                               f"{label}, warm", (eager_ns, jit_ns))
+                except Divergence as d:
+                    raise Divergence(f"{d}\n(entries loaded from the persistent cache)\n\n"
+                                     f"{reproducer(program, calls, backend, fullgraph)}") from None
+            STATS.loaded += sum(e.loaded for e in rewrite.dispatcher_of(compiled).entries)
+            return
     except Refused as r:
         STATS.refused += 1
         STATS.reasons["refused: " + str(r)[:90]] += 1
     finally:
-        count_entries(compiled)
+        if not counted:
+            count_entries(compiled)
+
+
+def _new_process(compiled) -> None:
+    """The compiled function as a new process has it: no entries, the persistent cache unread
+    (what this process wrote, written)."""
+    from rewrite import persist
+    persist.flush()
+    dispatcher = rewrite.dispatcher_of(compiled)
+    dispatcher.reset()
+    dispatcher.persisted = persist.Held()
 
 
 def count_entries(compiled) -> None:
     """Add what the compiled function's cache holds to STATS (graphs, fallbacks, breaks)."""
     entries = rewrite.dispatcher_of(compiled).entries
-    STATS.graphs += sum(e.reason is None and e.graph_module is not None for e in entries)
+    STATS.graphs += sum(e.reason is None and e.graph for e in entries)
     STATS.fallbacks += sum(e.reason is not None for e in entries)
     if any(e.reason is not None for e in entries):
         STATS.eager += 1

@@ -151,25 +151,54 @@ def _holds(path: str, data: bytes) -> bool:
     """Whether `path` is a private regular file of ours holding exactly `data` (then its age is
     refreshed, for trim). Anything else there (a link, a FIFO, another owner's file, one
     others could read or write, other bytes) is not trusted: it is written anew."""
+    return _read_private(path, len(data)) == data
+
+
+def _read_private(path: str, most: int) -> bytes | None:
+    """The bytes of `path` if it is a private regular file of ours of at most `most` bytes
+    (its age refreshed, for trim), else None."""
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)  # (a FIFO: no hang)
     try:
         fd = os.open(path, flags)
     except OSError:  # (none yet, or a symlink: ELOOP)
-        return False
+        return None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077 or \
-                st.st_size != len(data) or _read(fd, len(data) + 1) != data:
-            return False
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077 or st.st_size > most:
+            return None
+        data = _read(fd, st.st_size + 1)
+        if len(data) != st.st_size:
+            return None
         try:
             os.utime(fd)
         except OSError:
             pass  # (its content is right: only its place in the trimming order is off)
+        return data
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_private(kind: str, filename: str, most: int = 256 << 20) -> bytes | None:
+    """The bytes of `<cache dir>/<kind>/<filename>`, if it is a private regular file of ours
+    (see _read_private; the directory checked as write's), else None."""
+    try:
+        return _read_private(os.path.join(_subdir(kind), filename), most)
+    except OSError:
+        return None
+
+
+def write_private(kind: str, filename: str, data: bytes) -> bool:
+    """Replace `<cache dir>/<kind>/<filename>` with `data`, atomically (see _replace); whether
+    it could be written."""
+    try:
+        folder = _subdir(kind)
+        _count_write()
+        _replace(folder, os.path.join(folder, filename), data)
         return True
     except OSError:
         return False
-    finally:
-        os.close(fd)
 
 
 def _read(fd: int, n: int) -> bytes:
@@ -215,8 +244,18 @@ def load(kind: str, name: str, source: str, namespace: dict) -> dict:
     """Exec `source` in `namespace` (filled in place and returned) under its file's name (or
     the pseudo-name write gives when there is no file). Its `linecache` entry lives as long
     as a function defined in it: then it goes."""
-    path = write(kind, name, source)
-    code = compile(source, path, "exec")
+    return run(compile_source(kind, name, source), source, namespace)
+
+
+def compile_source(kind: str, name: str, source: str):
+    """`source` written to its file and compiled under that file's name (see load)."""
+    return compile(source, write(kind, name, source), "exec")
+
+
+def run(code, source: str, namespace: dict) -> dict:
+    """Exec `code`, compiled from `source` (by compile_source, in this process or another: the
+    persistent cache), in `namespace`, with `source` in linecache under the code's file name."""
+    path = code.co_filename
     _LIVE[path] = _LIVE.get(path, 0) + _watch(code, path)
     linecache.cache[path] = (len(source), None, source.splitlines(True), path)
     exec(code, namespace)

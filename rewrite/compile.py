@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.fx
 
-from . import breaks, codeload, handoff, logs, strict
+from . import breaks, codeload, config, handoff, logs, strict
 from .bytecode.resume import exhausted_generator, list_iterator_at, primed, suspended_code
 from .slot import NEXT
 
@@ -67,6 +67,9 @@ class Entry:
     first: object = None  # runs the compiling call from what the trace computed (see first_call_source)
     resumes: list = field(default_factory=list)  # the resume functions a break entry calls
     error: BaseException | None = None  # a fallback's: how the trace ended (strict mode checks eager's run)
+    persist: dict | None = None  # what the persistent cache writes of it (rewrite/persist.py), until written
+    loaded: bool = False  # read from the persistent cache, not traced in this process
+    graph: bool = False  # it runs a compiled graph (a loaded entry has no graph_module: it has the graph's code)
 
     @property
     def eager_reason(self) -> str | None:
@@ -598,9 +601,16 @@ def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=Non
         f_source, f_names = first_call_source(cap, params, name, consts)
     g_source = guard.closure_source(params)  # (after the entry: it takes every constant too)
     phases.done("codegen")
-    ns = codeload.load("entries", name, "import torch\n\n" + e_source + "\n\n" + f_source, {})
+    module = "import torch\n\n" + e_source + "\n\n" + f_source
+    code = codeload.compile_source("entries", name, module)
+    ns = codeload.run(code, module, {})
     phases.done("load")
     values = list(consts.values.values())
+    persist = None
+    if brk is None and config.persistent_cache == "readwrite":  # (break entries are not persisted: resume functions)
+        facts, reader = guard.tensor_record(params)
+        persist = {"code": code, "source": module, "guard": g_source, "guards": guard.ordered, "consts": dict(consts.values),
+                   "tensors": facts, "reader": reader, "name": name}
 
     def make_guard():  # (compiled when first used: see GuardFunction)
         made = codeload.load("entries", f"guard_{name}", "import torch\n\n" + g_source, {})["___make_guard"](
@@ -616,7 +626,7 @@ def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=Non
 
         def first(*args):
             return made(*args, outputs)
-    return GuardFunction(make_guard, g_source, guard.ordered, params, globals_, lazy=True), fn, e_source, first
+    return GuardFunction(make_guard, g_source, guard.ordered, params, globals_, lazy=True), fn, e_source, first, persist
 
 
 def compile_entry(dispatcher, args) -> Entry:
@@ -685,24 +695,24 @@ def _compile_entry(dispatcher, args, traced: list) -> Entry:
                 settle(e)
                 return entry
         guards = getattr(e, "guards", None) or GuardSet()
-        guard, fn, source, _ = load_entry(guards, None, None, params, globals_, name, miss=dispatcher.MISS)
+        guard, fn, source, _, persist = load_entry(guards, None, None, params, globals_, name, miss=dispatcher.MISS)
         head, newline, rest = str(e).partition("\n")
         reason = head + (breaks.IN_LOOP if getattr(e, "in_loop", False) else "") + newline + rest
         settle(e)
         return Entry(guard, fn, dispatcher.compiles, source=source, reason=reason,
                      compile_seconds=time.perf_counter() - start, where=list(e.where),
-                     raises=isinstance(e, (RaisesEagerly, EagerOnce)), error=e)
+                     raises=isinstance(e, (RaisesEagerly, EagerOnce)), error=e, persist=persist)
     backend_name, backend = dispatcher.backend_for(cap)
     if backend_name not in GRAD_MODE_AGNOSTIC:
         cap.tracer.read_grad_mode()  # other backends may bake grad mode into what they build
     gm, compiled = call_backend(cap, backend_name, backend, name)
     phases.done("backend")
     failure = GraphFailure(dispatcher, backend_name, cap.tracer.ops_in_try)
-    guard, fn, source, first = load_entry(cap.tracer.guards, cap, compiled, params, globals_, name,
+    guard, fn, source, first, persist = load_entry(cap.tracer.guards, cap, compiled, params, globals_, name,
                                           miss=dispatcher.MISS, failure=failure, backend_name=backend_name,
                                           phases=phases)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
-                  ops=cap.tracer.graph.op_count, first=first)
+                  ops=cap.tracer.graph.op_count, first=first, persist=persist, graph=gm is not None)
     failure.entry, failure.gm = entry, gm
     _log(entry, name)
     phases.log(name, cap.tracer)
@@ -727,13 +737,13 @@ def _break_entry(dispatcher, tracer, brk, name: str, start: float, traced: list)
     gm, compiled = call_backend(cap, backend_name, backend, name)
     failure = GraphFailure(dispatcher, backend_name, tracer.ops_in_try)
     try:
-        guard, fn, source, _ = load_entry(tracer.guards, cap, compiled, dispatcher.params, dispatcher.globals, name,
+        guard, fn, source, _, _ = load_entry(tracer.guards, cap, compiled, dispatcher.params, dispatcher.globals, name,
                                        miss=dispatcher.MISS, brk=brk, failure=failure)
     except Unsupported:
         return None  # (no resume function for this break: the whole call runs eagerly)
     brk.log(dispatcher.qualname)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
-                  ops=tracer.graph.op_count, graph_break=str(brk.error), where=list(brk.error.where),
+                  ops=tracer.graph.op_count, graph_break=str(brk.error), where=list(brk.error.where), graph=gm is not None,
                   resumes=[v for k, v in cap.consts.values.items() if k.startswith("___resume")])
     failure.entry, failure.gm = entry, gm
     _log(entry, name)

@@ -49,6 +49,9 @@ strict: bool = os.environ.get("REWRITE_STRICT", "") not in ("", "0")
 cache_dir: str = os.environ.get("REWRITE_CACHE_DIR", "")
 # The cache directory's size cap: at start-up the oldest files go until it holds 80 % of this.
 cache_max_bytes: int = int(os.environ.get("REWRITE_CACHE_MAX_BYTES", str(64 << 20)))
+# Compiled entries kept in the cache directory and loaded by a new process instead of tracing
+# again (rewrite/persist.py): "readwrite", "read" (load, never write) or "off".
+persistent_cache: str = os.environ.get("REWRITE_PERSISTENT_CACHE", "readwrite")
 
 # torch._dynamo.config's name for each setting both have, and torch's own default for it
 TORCH_KNOBS: dict[str, tuple[str, object]] = {

@@ -37,7 +37,7 @@ import weakref
 
 import torch
 
-from . import codeload, config, logs, strict, watch
+from . import codeload, config, logs, persist, strict, watch
 from .bytecode import compat
 from .bytecode.splice import prologue_names
 from .compile import Entry, compile_entry
@@ -65,7 +65,7 @@ class Dispatcher:
         self.params = prologue_names(code)
         self.entries: tuple[Entry, ...] = ()  # newest first; replaced whole, never changed in place
         self.compiles = 0
-        self.frame_state: dict = {}  # (source, kind) -> sizes or int seen by the first compile (None: dynamic since)
+        self.frame_state: dict = {}  # (source's expr, kind) -> sizes or int seen by the first compile (None: dynamic since)
         self.slot = slot if slot is not None else Slot()
         self.slot.ref, self.slot.call = NEXT_REF, _weak_miss(weakref.ref(self))
         self.slot.name, self.slot.owner = qualname, weakref.ref(self)
@@ -84,6 +84,8 @@ class Dispatcher:
         self.plain = False  # (then: callees call the original function, not this one's)
         self.root = None  # a weak reference to the @jit function's dispatcher whose eager part this is
         self.breaks = 0  # graph breaks compiled under it (this one a root: see _count_break)
+        self.persisted = persist.Held()  # what the persistent cache holds for it (rewrite/persist.py)
+        persist.prefetch()
         self._warned_breaks = False
         _ALL.add(self)
 
@@ -121,7 +123,8 @@ class Dispatcher:
             return None, None
         self._busy = True
         try:
-            entry = compile_entry(self, args)
+            loaded = persist.load(self, args)  # (an entry a process before this one compiled: the call ran in it)
+            entry = loaded[0] if loaded is not None else compile_entry(self, args)
         except Unsupported:  # only with fullgraph=True; otherwise it becomes a fallback entry
             raise
         except BackendCompilerFailed as e:
@@ -142,13 +145,16 @@ class Dispatcher:
             self._busy = False
         self.compiles += 1
         first, entry.first = entry.first, None  # (this call's alone: never published with the entry)
+        if loaded is not None:
+            first = loaded[1]  # (what the call returned, or raised, in the loaded entry)
         if entry.error is not None:  # a fallback: in strict mode, eager's run is checked (rewrite/strict.py)
             first, entry.error = strict.checker(self, entry.error, entry.where), None
-        if self.on_plain is not None and entry.graph_module is None and entry.graph_break is None \
+        if self.on_plain is not None and not entry.graph and entry.graph_break is None \
                 and entry.reason is None and not _holds_tensors(args):
             self.on_plain()  # (a callee copy with no tensors and no ops: called as it is from now on)
         if entry.graph_break is not None:
             self._count_break(entry)
+        persist.store(self, entry)
         if entry.reason is not None:
             if logs.enabled("graph_breaks"):
                 logs.get("graph_breaks").debug("%s runs eagerly: %s", self.qualname, entry.reason)

@@ -29,8 +29,8 @@ LAYERS = (
     ("trace", ("trace.opcodes", "trace.graph", "trace.builder", "trace.handlers.stack", "trace.handlers.variables",
                "trace.handlers.operators", "trace.handlers.build", "trace.handlers.calls", "trace.handlers.control",
                "trace.handlers", "trace.generators", "trace.interpreter"), None),
-    ("compile", ("breaks", "handoff", "strict", "compile"), None),  # a frame to a cache entry
-    ("cache", ("dispatch", "callees"), None),  # entries per code object; jitted functions and callees
+    ("compile", ("breaks", "handoff", "strict", "compile", "locate"), None),  # a frame to a cache entry
+    ("cache", ("persist", "dispatch", "callees"), None),  # entries per code object; jitted functions and callees
     ("backends", ("codegen.lowering", "codegen.schedule", "codegen.triton_kernels", "codegen.compile_check",
                   "codegen.eager", "codegen.python", "codegen.triton_backend", "codegen"),
      ("leaves", "guards")),  # reached by name (registry), never imported by the compiler

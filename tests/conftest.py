@@ -1,4 +1,7 @@
+import atexit
 import os
+import shutil
+import tempfile
 import types
 
 import numpy as np
@@ -6,10 +9,19 @@ import pytest
 import torch
 
 import rewrite
+from rewrite import persist
 
 # The suite runs in strict mode (rewrite/strict.py): every eager run that stands in for a trace
 # that raised is checked against it. REWRITE_STRICT=0 runs it as users run by default.
 rewrite.config.strict = os.environ.get("REWRITE_STRICT", "1") not in ("", "0")
+
+
+# The persistent cache (rewrite/persist.py) is on, as users have it, in a directory of this run
+# alone (its subprocesses' too): tests of one code object load what an earlier test compiled,
+# exactly as a new process would. Each test's records are written before the next test starts.
+if not os.environ.get("REWRITE_CACHE_DIR"):
+    os.environ["REWRITE_CACHE_DIR"] = rewrite.config.cache_dir = tempfile.mkdtemp(prefix="rewrite-tests-")
+    atexit.register(shutil.rmtree, os.environ["REWRITE_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
@@ -17,6 +29,7 @@ def _fresh_caches():
     rewrite.reset()
     yield
     rewrite.reset()
+    persist.flush()
 
 
 def eager_copy(fn):

@@ -138,12 +138,12 @@ def test_names_from_data_make_safe_file_names(cache):
 def generated(monkeypatch):
     """(kind, name, source) of each source codeload loads in this test, in order."""
     seen: list[tuple[str, str, str]] = []
-    load = codeload.load
+    compile_source = codeload.compile_source
 
-    def recording(kind, name, source, namespace):
+    def recording(kind, name, source):
         seen.append((kind, name, source))
-        return load(kind, name, source, namespace)
-    monkeypatch.setattr(codeload, "load", recording)
+        return compile_source(kind, name, source)
+    monkeypatch.setattr(codeload, "compile_source", recording)
     return seen
 
 

@@ -110,6 +110,7 @@ def test_torch_logs_is_an_alias_of_rewrite_logs():
             "    return x + 1\n"
             "f(torch.ones(2)); f(torch.ones(2, 2))\n")
     env = {k: v for k, v in os.environ.items() if k not in ("TORCH_LOGS", "REWRITE_LOGS")}
+    env["REWRITE_PERSISTENT_CACHE"] = "off"  # (both runs compile: the second would load the first's entries)
 
     def run(**extra):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

@@ -48,7 +48,7 @@ def eager_top(f):
 def graphs_of(fn, options):
     copy = copy_of(fn, options)
     assert copy is not None, f"{fn.__qualname__} was not routed to a jitted copy"
-    return [e for e in dispatcher_of(copy).entries if e.graph_module is not None]
+    return [e for e in dispatcher_of(copy).entries if e.graph]
 
 
 # Each `f` below reads its own frame (`sys._getframe()`): the whole call runs eagerly.

@@ -28,9 +28,9 @@ from .guard import Consts, Guard, TensorMatch
 from .source import GLOBALS, LocalSource, Source, comment, param_name, raw_expr, shared_names
 
 try:  # torch's batched tensor check (dtype, device, dispatch keys, sizes, strides, requires_grad)
-    from torch._C._dynamo.guards import TensorGuards as _TensorGuards
+    from torch._C._dynamo.guards import TensorGuards
 except ImportError:  # pragma: no cover - other torch builds
-    _TensorGuards = None
+    TensorGuards = None
 
 
 class GuardSet:
@@ -62,13 +62,18 @@ class GuardFunction:
     its checks; this closure on its own serves misses, `explain` and recompile reasons, and a
     first compile never needs it: its source need not be compiled on the first call)."""
 
-    def __init__(self, fn, source: str, guards: list[Guard], params: tuple[str, ...], globals_: dict,
-                 lazy: bool = False):
+    def __init__(self, fn, source: str, guards, params: tuple[str, ...], globals_: dict, lazy: bool = False):
         self._fn, self._make = (None, fn) if lazy else (fn, None)
         self.source = source
-        self.guards = guards
+        self._guards = guards  # (a list, or a function making it: an entry loaded from the persistent cache)
         self.params = params
         self.globals = globals_
+
+    @property
+    def guards(self) -> list[Guard]:
+        if callable(self._guards):
+            self._guards = self._guards()
+        return self._guards
 
     @property
     def fn(self):
@@ -97,14 +102,25 @@ class GuardFunction:
 def _tensor_checker(tensors: list[TensorMatch], guards: GuardSet):
     """torch's C++ checker of all the tensor guards at once, or None (the per-attribute Python
     checks are used) when it is unavailable."""
-    if _TensorGuards is None or not tensors or any(g not in guards.examples for g in tensors):
+    if TensorGuards is None or not tensors or any(g not in guards.examples for g in tensors):
         return None
     try:
-        return _TensorGuards(*(guards.examples[g] for g in tensors),
+        return TensorGuards(*(guards.examples[g] for g in tensors),
                              dynamic_dims_sizes=[list(g.shape) for g in tensors],
                              dynamic_dims_strides=[list(g.stride) for g in tensors])
     except Exception:
         return None
+
+
+def tensor_facts(t, shape: tuple, stride: tuple) -> tuple:
+    """What the persistent cache records of a tensor the checker checks (and compares on load,
+    before it makes the checker from the call's tensors): its type, the sizes and strides the
+    guard pins (`shape`, `stride`: None for any), dtype, device, requires_grad, dispatch keys."""
+    if not isinstance(t, torch.Tensor) or len(shape) != t.dim() or len(stride) != t.dim():
+        return ()
+    return (f"{type(t).__module__}.{type(t).__qualname__}", tuple(None if s is None else n for s, n in zip(shape, t.shape)),
+            tuple(None if s is None else n for s, n in zip(stride, t.stride())), str(t.dtype), str(t.device),
+            t.requires_grad, torch._C._dispatch_keys(t).raw_repr())
 
 
 def _batched_tensor_checks(tensors: list[TensorMatch], checker, consts: Consts) -> list[str]:
@@ -154,8 +170,17 @@ class GuardCode:
     """A guard set rendered once: the statements of its check (each failing check runs
     `fail`) and the constants they name, to put in the guard closure and in the entry."""
 
-    def __init__(self, groups, consts: Consts, ordered: list[Guard], name: str):
+    def __init__(self, groups, consts: Consts, ordered: list[Guard], name: str, checked=()):
         self.groups, self.consts, self.ordered, self.name = groups, consts, ordered, name
+        self.checked = checked  # (TensorMatch, example) of each tensor torch's checker checks
+
+    def tensor_record(self, params) -> tuple[tuple, str]:
+        """For the persistent cache: the facts of each tensor the checker checks, and the source
+        of `___tensors(G, <params>)`, which reads them from a call."""
+        facts = tuple(tensor_facts(t, g.shape, g.stride) for g, t in self.checked)
+        exprs = "".join(f"{g.source.expr()}, " for g, _ in self.checked)
+        return facts, (f"def ___tensors({', '.join([GLOBALS, *(param_name(p) for p in params)])}):\n"
+                       f"    return ({exprs})\n") if self.checked else ""
 
     def lines(self, fail: str) -> list[str]:
         return _body(self.groups, fail)
@@ -200,9 +225,10 @@ def render_guards(guards: GuardSet, name: str, consts: Consts | None = None) -> 
             if not isinstance(g, TensorMatch):
                 emit(lambda g=g: g.checks(consts), used)
         checker = _tensor_checker(tensors, guards)
+        checked = [(g, guards.examples[g]) for g in tensors] if checker is not None else []
         if checker is not None:
             emit(lambda: _batched_tensor_checks(tensors, checker, consts), used)
         else:
             for g in tensors:
                 emit(lambda g=g: g.checks(consts), used)
-    return GuardCode(groups, consts, ordered, name)
+    return GuardCode(groups, consts, ordered, name, checked)

@@ -177,7 +177,7 @@ def _graphs(dispatcher, seen=None) -> int:
     seen.add(id(dispatcher))
     n = 0
     for e in dispatcher.entries:
-        n += e.graph_module is not None
+        n += e.graph
         for fn in e.resumes:
             try:
                 n += _graphs(dispatcher_of(fn), seen)

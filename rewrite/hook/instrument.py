@@ -109,7 +109,7 @@ class Lazy:
                                                  slot=self.slot)
             d.recompile_limit, d.on_limit = RECOMPILE_LIMIT, lambda: self._unstable(globals_)
             result = d.miss(*args)
-            if d.entries and all(e.graph_module is None and e.graph_break is None for e in d.entries):
+            if d.entries and all(not e.graph and e.graph_break is None for e in d.entries):
                 # it touched torch but captured no op (or could not be traced): like Dynamo's
                 # frames without tensor ops, it runs as it is from now on
                 self.decided = "no graph"

@@ -93,7 +93,7 @@ class DynamicPolicy:
 
     def dims(self, source, value) -> frozenset:
         shape = tuple(value.shape)
-        key = (source, "sizes")  # apart from ints: one argument can be an int in one call, a tensor in the next
+        key = (source.expr(), "sizes")  # apart from ints: one argument can be an int in one call, a tensor in the next
         seen = self.frame_state.get(key)
         if seen is None or len(seen) != len(shape):
             self.frame_state[key] = seen = shape
@@ -123,7 +123,7 @@ class DynamicPolicy:
     def int_dynamic(self, source, value: int) -> bool:
         """An int argument of the function is a symbol when it changed since the first compile
         (or with dynamic=True); 0, 1 and negative values stay constants."""
-        key = (source, "int")
+        key = (source.expr(), "int")
         seen = self.frame_state.get(key, value)
         if seen is not None and seen != value:
             if logs.enabled("dynamic") and self.automatic:

@@ -1,0 +1,354 @@
+"""How to find a generated entry's constants again in another process (the persistent cache).
+
+A compiled entry refers to objects by name (`___Linear`, `___forward`, `___float32`): what
+they are in this process. To load the entry in a new one, each is written down as a
+*locator*, a small tuple of strings and numbers that `marshal` stores, and found again from
+it on load:
+
+    ("lit", 3)                                   a literal: itself
+    ("module", "torch.nn.functional")           a module already imported (never imported here)
+    ("name", "torch.nn.modules.linear", "Linear.forward", "<fingerprint>")
+                                                 getattr along the qualname from the module; a
+                                                 Python function's fingerprint (its code's
+                                                 hash, its defaults) must be the same
+    ("wrapped", "transformers...", "GPT2LMHeadModel.forward", 2, "<fingerprint>")
+                                                 the same, then 2 steps along `__wrapped__`
+                                                 (a function under functools.wraps decorators)
+    ("dtype", "float32"), ("device", "cuda:0"), ("torch", "strided")
+    ("enum", <class's locator>, "RED")
+    ("op", "aten::add", "Tensor")                a torch operator (overload, or "" for the packet)
+    ("attr", <class's locator>, "dtype")         a descriptor in a class's own namespace (property,
+                                                 staticmethod, classmethod, cached_property)
+    ("code", "___forward")                       the code object of another constant (a function)
+    ("classcode", "___Output", "__init__", "<hash>")
+                                                 the code with that hash of a method (or what it
+                                                 wraps) in the namespace of a class that is
+                                                 another constant (a dataclass's __init__)
+    ("codeof", "transformers...", "GPT2Attention.forward", "<hash>")
+                                                 a code object with that hash in the function of
+                                                 that name in the module of its file (nested in
+                                                 it, or in a function it wraps)
+    ("globals", "transformers.utils.generic")   a module's namespace (`f.__globals__ is ___c`)
+    ("tuple", (<locator>, ...))                  a tuple of located objects
+    ("rewrite", "NEXT")                          rewrite's own singletons
+
+An object with no rule (an instance, a closure, a lambda, a tensor constant) has no locator:
+`locate` returns None and the entry is not persisted. `find` raises `Lost` for a locator that
+finds nothing, or something else than was written down: that entry is then a miss, never a
+wrong hit. Entry-specific objects (the tensor checker, a GraphFailure) are made by
+`rewrite/persist.py` from their own records.
+"""
+from __future__ import annotations
+
+import enum
+import hashlib
+import sys
+import types
+import weakref
+
+import torch
+
+from .ops.log_calls import DEFERRED
+from .slot import MISS, NEXT
+
+_LITERALS = (type(None), bool, int, float, complex, str, bytes)
+
+
+class Lost(Exception):
+    """A constant cannot be found again (the entry that needs it is a miss)."""
+
+
+INTERNAL = {"NEXT": NEXT, "MISS": MISS, "DEFERRED": DEFERRED}
+
+
+def is_literal(obj) -> bool:
+    if type(obj) in _LITERALS or obj is Ellipsis:
+        return True
+    return type(obj) in (tuple, frozenset) and all(is_literal(x) for x in obj)
+
+
+_HASHES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # code -> code_hash, this process's
+
+
+def code_hash(code) -> str:
+    """A hash of everything a code object is (bytecode, constants -- nested code objects by
+    their own hash --, names, flags, file, line numbers), the same in every process (marshal's
+    bytes are not: they depend on reference counts)."""
+    known = _HASHES.get(code)
+    if known is not None:
+        return known
+    h = hashlib.sha256(code.co_code)
+    h.update(code.co_linetable)
+    h.update(code.co_exceptiontable)
+    h.update(repr((code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_nlocals,
+                   code.co_stacksize, code.co_flags, code.co_firstlineno, code.co_names, code.co_varnames,
+                   code.co_freevars, code.co_cellvars, code.co_filename, code.co_name, code.co_qualname)).encode())
+    for const in code.co_consts:
+        h.update(_const_text(const).encode())
+    _HASHES[code] = known = h.hexdigest()
+    return known
+
+
+def _const_text(const) -> str:
+    if isinstance(const, types.CodeType):
+        return f"<code {code_hash(const)}>"
+    if isinstance(const, frozenset):  # (set order depends on string hashes: per process)
+        return "frozenset(" + repr(sorted(_const_text(c) for c in const)) + ")"
+    if isinstance(const, tuple):
+        return "(" + ",".join(_const_text(c) for c in const) + ")"
+    return f"{type(const).__name__}:{const!r}"
+
+
+def fingerprint(fn) -> str:
+    """What makes a Python function found by name the one an entry was compiled against: its
+    code (code_hash: bytecode, constants, names, line numbers) and its defaults (their values if
+    literals, else their types)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return ""
+    defaults = [*(fn.__defaults__ or ()), *sorted((fn.__kwdefaults__ or {}).items())]
+    text = repr([d if is_literal(d) else type(d).__qualname__ for d in defaults])
+    return hashlib.sha256((code_hash(code) + text).encode()).hexdigest()[:32]
+
+
+def _walk(module: str, qualname: str):
+    obj = sys.modules.get(module)
+    if obj is None:
+        raise Lost(f"module {module} is not imported")
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _by_name(obj):
+    module = getattr(obj, "__module__", None) or getattr(getattr(obj, "__objclass__", None), "__module__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str) or "<" in qualname:
+        return None
+    try:
+        found = _walk(module, qualname)
+    except Exception:
+        return None
+    print_ = fingerprint(obj) if isinstance(obj, types.FunctionType) else ""
+    if found is obj:
+        return ("name", module, qualname, print_)
+    for depth in range(1, 9):  # a function under decorators (functools.wraps): the name is the outermost's
+        found = getattr(found, "__wrapped__", None)
+        if found is None:
+            return None
+        if found is obj:
+            return ("wrapped", module, qualname, depth, print_)
+    return None
+
+
+_TYPES = {id(v): k for k, v in vars(types).items() if isinstance(v, type)}  # FunctionType, ... (named "function")
+
+
+def _class_attribute(obj):
+    """A descriptor (property, staticmethod, classmethod, cached_property) of a class, found
+    through the function it wraps: ("attr", <the class's locator>, name)."""
+    inner = getattr(obj, "fget", None) or getattr(obj, "__func__", None) or getattr(obj, "func", None)
+    qualname = getattr(inner, "__qualname__", None)
+    module = getattr(inner, "__module__", None)
+    if not isinstance(qualname, str) or "." not in qualname or not isinstance(module, str):
+        return None
+    owner, _, name = qualname.rpartition(".")
+    try:
+        cls = _walk(module, owner)
+    except Exception:
+        return None
+    loc = _by_name(cls) if isinstance(cls, type) else None
+    if loc is None or vars(cls).get(name) is not obj:
+        return None
+    return ("attr", loc, name)
+
+
+def locate(obj, consts: dict):
+    """The locator of `obj` (one of `consts`, name -> object), or None."""
+    if is_literal(obj):
+        return ("lit", obj)
+    for name, value in INTERNAL.items():
+        if obj is value:
+            return ("rewrite", name)
+    if isinstance(obj, types.ModuleType):
+        return ("module", obj.__name__) if sys.modules.get(obj.__name__) is obj else None
+    if isinstance(obj, torch.dtype):
+        return ("dtype", str(obj).rpartition(".")[2])
+    if isinstance(obj, torch.device):
+        return ("device", str(obj))
+    if isinstance(obj, (torch.layout, torch.memory_format)):
+        name = str(obj).rpartition(".")[2]
+        return ("torch", name) if getattr(torch, name, None) is obj else None
+    if isinstance(obj, enum.Enum):
+        cls = _by_name(type(obj))
+        return ("enum", cls, obj.name) if cls is not None and type(obj)[obj.name] is obj else None
+    if isinstance(obj, torch._ops.OpOverload):
+        return ("op", obj._schema.name, obj._overloadname)
+    if isinstance(obj, torch._ops.OpOverloadPacket):
+        return ("op", obj._qualified_op_name, "")
+    if type(obj) is dict:
+        return _globals_locator(obj)
+    if type(obj) is tuple:  # (of classes, say: `tuple(map(type, args)) == ___c`)
+        items = tuple(locate(x, consts) for x in obj)
+        return ("tuple", items) if None not in items else None
+    if isinstance(obj, types.CodeType):
+        for name, value in consts.items():
+            if getattr(value, "__code__", None) is obj and isinstance(value, types.FunctionType):
+                return ("code", name)
+            if isinstance(value, type):  # (a method the class made: a dataclass's generated __init__)
+                for attr, member in vars(value).items():
+                    if any(fn.__code__ is obj for fn in _functions_along(member)):
+                        return ("classcode", name, attr, code_hash(obj))
+        return _code_locator(obj)
+    if isinstance(obj, type) and id(obj) in _TYPES and getattr(types, _TYPES[id(obj)]) is obj:
+        return ("name", "types", _TYPES[id(obj)], "")
+    return _by_name(obj) or _class_attribute(obj)
+
+
+_FILES: dict[str, str] = {}  # a module's file -> its name (sys.modules scanned for a file not known)
+_NAMESPACES: dict[int, str] = {}  # id of a module's __dict__ -> its name (scanned with the files)
+
+
+def _scan_modules() -> None:
+    for mname, module in list(sys.modules.items()):
+        f = getattr(module, "__file__", None)
+        if isinstance(f, str):
+            _FILES[f] = mname
+        if isinstance(module, types.ModuleType):
+            _NAMESPACES[id(vars(module))] = mname
+
+
+def _module_of_file(filename: str) -> str | None:
+    if filename.startswith("<frozen ") and filename.endswith(">"):  # (a frozen stdlib module: no __file__)
+        name = filename[len("<frozen "):-1]
+        return name if name in sys.modules else None
+    name = _FILES.get(filename)
+    if name is None or getattr(sys.modules.get(name), "__file__", None) != filename:
+        _scan_modules()
+        name = _FILES.get(filename)
+    return name
+
+
+def _globals_locator(namespace: dict):
+    """A module's namespace (`f.__globals__ is ___c`): ("globals", its name)."""
+    def module():
+        found = sys.modules.get(_NAMESPACES.get(id(namespace), ""))
+        return found if isinstance(found, types.ModuleType) and vars(found) is namespace else None
+    if module() is None:
+        _scan_modules()
+    return ("globals", _NAMESPACES[id(namespace)]) if module() is not None else None
+
+
+def _functions_along(obj):
+    """The Python functions `obj` is or wraps (decorators' __wrapped__, a property's fget, a
+    method's or staticmethod's __func__, a partial's func, a wrapper's closure), nearest first."""
+    for _ in range(10):
+        if isinstance(obj, types.FunctionType):
+            yield obj
+            for cell in obj.__closure__ or ():  # (a wrapper that keeps what it wraps in a cell)
+                try:
+                    inner = cell.cell_contents
+                except ValueError:
+                    continue
+                if isinstance(inner, types.FunctionType):
+                    yield inner
+        obj = getattr(obj, "__wrapped__", None) or getattr(obj, "fget", None) or \
+            getattr(obj, "__func__", None) or getattr(obj, "func", None)
+        if obj is None:
+            return
+
+
+def _code_within(code, digest: str):
+    if code_hash(code) == digest:
+        return code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found = _code_within(const, digest)
+            if found is not None:
+                return found
+    return None
+
+
+def _code_in(module: str, top: str, digest: str):
+    """The code object with hash `digest` in the function named `top` in `module` (or a
+    function nested in it, or one it wraps)."""
+    for fn in _functions_along(_walk(module, top)):
+        found = _code_within(fn.__code__, digest)
+        if found is not None:
+            return found
+    raise Lost(f"no code of {module}.{top} is the one the entry was compiled against")
+
+
+def _code_locator(code):
+    """A code object read by the guards (`f.__code__ is ___c`): ("codeof", the module of its
+    file, the qualname of the outermost function it is in, its hash)."""
+    module = _module_of_file(code.co_filename)
+    top = getattr(code, "co_qualname", code.co_name).split(".<locals>.")[0]
+    if module is None or "<" in top:
+        return None
+    digest = code_hash(code)
+    try:
+        if _code_in(module, top, digest) is not code:
+            return None
+    except Exception:
+        return None
+    return ("codeof", module, top, digest)
+
+
+def find(loc, found: dict):
+    """The object `loc` locates (`found`: the entry's constants found so far, by name)."""
+    kind = loc[0]
+    try:
+        if kind == "lit":
+            return loc[1]
+        if kind == "rewrite":
+            return INTERNAL[loc[1]]
+        if kind == "module":
+            module = sys.modules.get(loc[1])
+            if module is None:
+                raise Lost(f"module {loc[1]} is not imported")
+            return module
+        if kind == "dtype":
+            obj = getattr(torch, loc[1])
+            if isinstance(obj, torch.dtype):
+                return obj
+        elif kind == "device":
+            return torch.device(loc[1])
+        elif kind == "torch":
+            return getattr(torch, loc[1])
+        elif kind == "enum":
+            return find(loc[1], found)[loc[2]]
+        elif kind == "op":
+            namespace, _, name = loc[1].partition("::")
+            packet = getattr(getattr(torch.ops, namespace), name)
+            return getattr(packet, loc[2]) if loc[2] else packet
+        elif kind == "globals":
+            module = sys.modules.get(loc[1])
+            if module is None:
+                raise Lost(f"module {loc[1]} is not imported")
+            return vars(module)
+        elif kind == "tuple":
+            return tuple(find(x, found) for x in loc[1])
+        elif kind == "attr":
+            return vars(find(loc[1], found))[loc[2]]
+        elif kind == "code":
+            return found[loc[1]].__code__
+        elif kind == "classcode":
+            for fn in _functions_along(vars(found[loc[1]])[loc[2]]):
+                if code_hash(fn.__code__) == loc[3]:
+                    return fn.__code__
+            raise Lost(f"{loc[2]} of {found[loc[1]].__qualname__} changed since the entry was compiled")
+        elif kind == "codeof":
+            return _code_in(loc[1], loc[2], loc[3])
+        elif kind in ("name", "wrapped"):
+            obj = _walk(loc[1], loc[2])
+            for _ in range(loc[3] if kind == "wrapped" else 0):
+                obj = obj.__wrapped__
+            if not loc[-1] or isinstance(obj, types.FunctionType) and fingerprint(obj) == loc[-1]:
+                return obj
+            raise Lost(f"{loc[1]}.{loc[2]} changed since the entry was compiled")
+    except Lost:
+        raise
+    except Exception as e:
+        raise Lost(f"{loc!r}: {type(e).__name__}: {e}") from None
+    raise Lost(f"no rule finds {loc!r}")

@@ -1,0 +1,481 @@
+"""The persistent cache: compiled entries written to disk, loaded by a new process instead of
+tracing the call again.
+
+What a compile produced is one *record*: the entry's generated module, compiled (the code
+object, marshalled: no `compile()` on load) and as text (for tracebacks), the guard closure's
+source (compiled when first needed, as in the process that traced), its guards as data
+(`encode_guards`: what a loaded entry says when it misses, and dispatches on), and how to
+find each constant the module names again (`rewrite/locate.py`). The tensor checker (torch's
+`TensorGuards`) is made again from the recorded facts of each tensor the guards check: on
+load the tensors are read from the call's arguments, their facts compared with the record's,
+and the checker built from them. A record whose constants cannot be found again, or found
+changed (a function's code, its defaults), or whose tensors differ, is not loaded: the call
+traces as if there were none. Whole-frame entries of the `python` backend (the default on
+CPU), entries without a graph, and entries that run the call eagerly are written; entries
+ending at a graph break and other backends' are not (yet): they trace again.
+
+The records of one code object live in one file, `<cache dir>/persist/<key>.rwe`, keyed by
+everything a compile depends on beyond the call (see `key_of`): the code object's hash
+(`locate.code_hash`: its bytecode, constants, names *and line numbers*: an entry's tracebacks
+name the lines as they are, so a function moved by an edit above it compiles again), the
+options and backend,
+the settings that change what is traced, and the versions of rewrite (its files), torch and
+Python. The file is `MAGIC`, the SHA-256 of the rest, and a marshalled dict whose "key" must
+equal the expected one; it is read only if it is a regular file of ours that nobody else can
+read (`codeload.read_private`). A corrupt, truncated, foreign or stale file is a miss, never
+an error. Writes go through a background thread (the first call does not wait for the disk);
+each replaces the file atomically with what it read plus its record, so two processes writing
+at once leave one valid file (one of them's records may be lost: a miss later). The file also
+keeps the automatic-dynamic state (`Dispatcher.frame_state`): a warm process makes the sizes
+that changed in the cold one symbols as the cold one did.
+
+`config.persistent_cache`: "readwrite" (the default), "read", or "off"
+(`REWRITE_PERSISTENT_CACHE`). The cache directory's size cap and trimming are codeload's.
+"""
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import hashlib
+import marshal
+import os
+import queue
+import sys
+import threading
+import time
+
+import torch
+
+from . import codeload, config, locate, logs
+from .compile import Entry, GraphFailure, RngState
+from .guards.codegen import GuardFunction, TensorGuards, tensor_facts
+from .slot import NEXT
+
+MAGIC = b"rewrite persistent entries 1\n"
+KIND = "persist"
+KEEP = 16  # records per code object: the newest
+KNOBS = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops", "automatic_dynamic_shapes",
+         "assume_static_by_default", "force_parameter_static_shapes", "force_nn_module_property_static_shapes",
+         "max_inline_depth", "max_trace_instructions")
+
+
+def mode() -> str:
+    """The setting in force: "off", "read" or "readwrite" (anything else reads as "off")."""
+    value = config.persistent_cache
+    return value if value in ("read", "readwrite") else "off"
+
+
+_environment: tuple | None = None
+_environment_thread: threading.Thread | None = None
+
+
+def prefetch() -> None:
+    """Compute `environment()` on a thread of its own, when the first function is jitted: its
+    file scan (~0.5 ms) is then off the path of the first call."""
+    global _environment_thread
+    if _environment is None and _environment_thread is None and mode() != "off":
+        _environment_thread = threading.Thread(target=environment, name="rewrite-persist-environment", daemon=True)
+        _environment_thread.start()
+
+
+def environment() -> tuple:
+    """What every key holds: rewrite's files (sizes and modification times: an edit of rewrite
+    is a new key), torch's and Python's versions."""
+    global _environment
+    thread = _environment_thread
+    if _environment is None and thread is not None and thread is not threading.current_thread():
+        thread.join()
+    if _environment is None:
+        stats: list = []
+        root = os.path.dirname(os.path.abspath(__file__))
+        _stat_tree(root, stats)
+        beside = os.path.join(os.path.dirname(root), "codegen")  # (rewrite.codegen, where it is not installed)
+        if os.path.isfile(os.path.join(beside, "__init__.py")):
+            _stat_tree(beside, stats)
+        stats.sort()
+        own = hashlib.sha256(repr(stats).encode()).hexdigest()
+        _environment = (own, torch.__version__, sys.version, sys.implementation.cache_tag)
+    return _environment
+
+
+def _stat_tree(folder: str, out: list) -> None:
+    with os.scandir(folder) as entries:
+        for e in entries:
+            name = e.name
+            if name.endswith(".py"):
+                st = e.stat()
+                out.append((e.path, st.st_size, st.st_mtime_ns))
+            elif "." not in name and name != "__pycache__" and e.is_dir():
+                _stat_tree(e.path, out)
+
+
+def _backend_key(backend):
+    if backend is None or isinstance(backend, str):
+        return backend
+    key = getattr(backend, "key", None)  # api.WithOptions: (name, mode, options)
+    if isinstance(key, tuple) and isinstance(key[0], str):
+        text = repr(key)
+        return None if " at 0x" in text else text
+    loc = locate.locate(backend, {})
+    return None if loc is None else repr(loc)
+
+
+def key_of(dispatcher) -> tuple | None:
+    """(file name, what it must hold as "key") for the dispatcher's code object under the
+    settings in force now, or None where the code or the backend cannot be written down."""
+    held = dispatcher.persisted
+    code_hash = held.code_hash
+    if code_hash is None:
+        try:
+            marshal.dumps(dispatcher.code)
+            code_hash = locate.code_hash(dispatcher.code)
+        except ValueError:  # (a generated code object holding an object marshal cannot write)
+            code_hash = ""
+        held.code_hash = code_hash
+    options = dispatcher.options
+    backend = _backend_key(options.backend)
+    if not code_hash or backend is None and options.backend is not None:
+        return None
+    key = (code_hash, backend, options.fullgraph, options.dynamic, tuple(config.get(k) for k in KNOBS),
+           *environment())
+    return hashlib.sha256(repr(key).encode()).hexdigest()[:40], repr(key)
+
+
+class Held:
+    """A dispatcher's view of the persistent cache: its code's hash (computed once), the key
+    and file last read, and the records written or loaded by this process (never loaded again
+    here: after `reset()` the function traces again, as it did before)."""
+
+    def __init__(self):
+        self.code_hash: str | None = None
+        self.key: tuple | None = None
+        self.file: dict = {}
+        self.ids: set = set()
+
+
+# -- writing ----------------------------------------------------------------------------------
+def record_of(material: dict, qualname: str) -> dict | None:
+    """The record of an entry's `persist` material (see compile.load_entry, and store), or None
+    where a constant has no locator (then why is logged under `REWRITE_LOGS=perf_hints`)."""
+    consts = material["consts"]
+    locs = []
+    for name, value in consts.items():
+        loc = value.loc if isinstance(value, _Made) else locate.locate(value, consts)
+        if loc is None:
+            if logs.enabled("perf_hints"):
+                logs.get("perf_hints").debug("entry %d of %s not persisted: constant %s (%s) has no locator",
+                                             material["index"], qualname, name, type(value).__name__)
+            return None
+        locs.append((name, loc))
+    record = {"source": material["source"], "code": marshal.dumps(material["code"]),
+              "guards": encode_guards(material["guards"]), "guard": material["guard"], "consts": tuple(locs),
+              "tensors": material["tensors"], "name": material["name"], "ops": material["ops"],
+              "graph": material["graph"],
+              "reason": material["reason"], "raises": material["raises"], "where": material["where"],
+              "reader": marshal.dumps(compile(material["reader"], "<rewrite tensors>", "exec"))
+              if material["reader"] else b""}
+    record["id"] = hashlib.sha256(repr((record["source"], record["consts"], record["tensors"])).encode()).hexdigest()
+    return record
+
+
+class _Made:
+    """A constant the loading process makes anew for the entry (see _entry), by its locator."""
+
+    def __init__(self, loc: tuple):
+        self.loc = loc
+
+
+def _made_anew(name: str, value):
+    """The locator of a constant made for the entry itself (its tensor checker, its GraphFailure,
+    its generators' state), or None. (Taken here: the writer thread must not keep them, nor
+    what they hold -- a GraphFailure holds the graph.)"""
+    if name == "___check_tensors":
+        return ("tensors",)
+    if isinstance(value, GraphFailure):
+        return ("failure", value.backend_name, value.ops_in_try)
+    if isinstance(value, RngState):
+        return ("rng", tuple(str(g.device) for g in value.generators))
+    return None
+
+
+def store(dispatcher, entry: Entry) -> None:
+    """Queue `entry` for writing (with "readwrite"): its record is made and written on the
+    writer thread, off the compiling call's path (locating a constant there finds it as it is
+    then, or not at all: never another object). The compile's material is let go here."""
+    material, entry.persist = entry.persist, None
+    if material is None or mode() != "readwrite":
+        return
+    key = key_of(dispatcher)  # (the settings in force now)
+    if key is None:
+        return
+    material["consts"] = {name: _Made(loc) if (loc := _made_anew(name, value)) is not None else value
+                          for name, value in material["consts"].items()}
+    material.update(index=entry.index, ops=entry.ops, graph=entry.graph, reason=entry.reason, raises=entry.raises,
+                    where=tuple(tuple(w) for w in entry.where))
+    _writer().put((key, material, dispatcher.qualname, dispatcher.persisted, dict(dispatcher.frame_state)))
+
+
+_queue: queue.Queue | None = None
+_thread: threading.Thread | None = None
+_pid = 0  # the process the writer thread runs in (a forked child starts its own)
+_queue_lock = threading.Lock()
+
+
+def _writer() -> queue.Queue:
+    global _queue, _thread, _pid
+    if _thread is None or _pid != os.getpid() or not _thread.is_alive():
+        with _queue_lock:
+            if _thread is None or _pid != os.getpid() or not _thread.is_alive():
+                if _pid != os.getpid():  # (a queue from before a fork may hold a lock nobody will release)
+                    _queue = None
+                _queue = _queue or queue.Queue()
+                _pid = os.getpid()
+                _thread = threading.Thread(target=_write_loop, args=(_queue,), name="rewrite-persist", daemon=True)
+                _thread.start()
+    return _queue
+
+
+def _write_loop(items: queue.Queue) -> None:
+    while True:
+        item = items.get()
+        try:
+            write(*item)
+        except Exception:  # (a full disk, a refused directory: the entry is only not persisted)
+            pass
+        finally:
+            del item  # (what the entry named lives no longer than its function)
+            items.task_done()
+
+
+def flush() -> None:
+    """Wait until every queued record is written (at exit, and for tests)."""
+    if _queue is not None and _thread is not None and _pid == os.getpid() and _thread.is_alive():
+        _queue.join()
+
+
+atexit.register(flush)
+
+
+def write(key: tuple, material: dict, qualname: str, persisted: Held, frame_state: dict) -> None:
+    """Make the record of `material` and add it to its key's file (replacing a record with the
+    same id), newest last; this process will not load it (`persisted.ids`)."""
+    record = record_of(material, qualname)
+    if record is None:
+        return
+    persisted.ids.add(record["id"])
+    name, text = key
+    held = read(key) or {}
+    records = [r for r in held.get("records", ()) if r.get("id") != record["id"]]
+    records = (records + [record])[-KEEP:]
+    payload = marshal.dumps({"key": text, "records": records, "frame_state": frame_state})
+    codeload.write_private(KIND, name + ".rwe", MAGIC + hashlib.sha256(payload).digest() + payload)
+
+
+# -- guards, for what a loaded entry says (recompile reasons) and dispatches on ------------------
+class _Unencodable(Exception):
+    pass
+
+
+def encode_guards(guards) -> tuple | None:
+    """The guard objects as marshal-able tuples (dataclasses by their fields, sources included;
+    leaves by their locators, sympy relations by `srepr`), or None where one cannot be: the
+    loaded entry then says no reasons (its guards still decide)."""
+    memo: dict = {}
+    try:
+        return tuple(_encode(g, memo) for g in guards)
+    except _Unencodable:
+        return None
+
+
+def _encode(obj, memo: dict):
+    key = id(obj)
+    if key in memo:
+        return memo[key]
+    if locate.is_literal(obj) and type(obj) not in (tuple, frozenset):
+        out = ("lit", obj)
+    elif type(obj) is tuple:
+        out = ("tuple", tuple(_encode(x, memo) for x in obj))
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        cls = locate.locate(type(obj), {})
+        if cls is None:
+            raise _Unencodable(type(obj).__qualname__)
+        out = ("dc", cls, tuple((f.name, _encode(getattr(obj, f.name), memo)) for f in dataclasses.fields(obj)
+                                if f.init))
+    elif type(obj).__module__.startswith("sympy."):
+        import sympy  # (deferred: loaded only with symbolic sizes)
+        out = ("sympy", sympy.srepr(obj))
+    else:
+        loc = locate.locate(obj, {})
+        if loc is None:
+            raise _Unencodable(type(obj).__qualname__)
+        out = ("loc", loc)
+    memo[key] = out
+    return out
+
+
+def decode_guards(encoded) -> list:
+    """The guards `encode_guards` wrote (an empty list where any cannot be made again)."""
+    memo: dict = {}
+    try:
+        return [_decode(g, memo) for g in encoded]
+    except Exception:
+        return []
+
+
+def _decode(enc, memo: dict):
+    kind = enc[0]
+    if kind == "lit":
+        return enc[1]
+    if kind == "tuple":
+        return tuple(_decode(x, memo) for x in enc[1])
+    if kind == "dc":
+        key = repr(enc)
+        if key not in memo:
+            cls = locate.find(enc[1], {})
+            memo[key] = cls(**{name: _decode(value, memo) for name, value in enc[2]})
+        return memo[key]
+    if kind == "sympy":
+        import sympy  # (deferred, as above)
+        return eval(enc[1], vars(sympy))  # (srepr's text, from our own verified file)
+    return locate.find(enc[1], {})
+
+
+# -- reading ----------------------------------------------------------------------------------
+def read(key: tuple) -> dict | None:
+    """The key's file as written, or None if there is none or it is not to be trusted."""
+    name, text = key
+    data = codeload.read_private(KIND, name + ".rwe")
+    if data is None or not data.startswith(MAGIC):
+        return None
+    digest, payload = data[len(MAGIC):len(MAGIC) + 32], data[len(MAGIC) + 32:]
+    if hashlib.sha256(payload).digest() != digest:
+        return None
+    try:
+        held = marshal.loads(payload)
+    except (ValueError, EOFError, TypeError):
+        return None
+    if not isinstance(held, dict) or held.get("key") != text or not isinstance(held.get("records"), list):
+        return None
+    return held
+
+
+def load(dispatcher, args) -> tuple[Entry, object] | None:
+    """(An entry of the persistent cache whose guards accept `args`, a function that returns
+    what the call returned in it -- it ran there -- or raises what it raised), or None. The
+    file is read once per code object and settings."""
+    if mode() == "off":
+        return None
+    key = key_of(dispatcher)
+    if key is None:
+        return None
+    held = dispatcher.persisted
+    if held.key != key:
+        held.key, held.file = key, read(key) or {}
+        state = held.file.get("frame_state")
+        if isinstance(state, dict) and not dispatcher.frame_state and not dispatcher.compiles:
+            dispatcher.frame_state.update(state)
+    tried = held.ids
+    for record in held.file.get("records", ()):
+        if record.get("id") in tried:
+            continue
+        start = time.perf_counter()
+        try:
+            entry = _entry(dispatcher, record, args)
+        except locate.Lost as e:
+            if logs.enabled("perf_hints"):
+                logs.get("perf_hints").debug("a persisted entry of %s does not apply: %s", dispatcher.qualname, e)
+            continue
+        except Exception as e:  # (a record this version cannot read: a miss)
+            tried.add(record.get("id"))
+            if logs.enabled("perf_hints"):
+                logs.get("perf_hints").debug("a persisted entry of %s cannot be read: %s: %s", dispatcher.qualname,
+                                             type(e).__name__, e)
+            continue
+        try:
+            result = entry.fn(*args)
+        except BaseException as e:  # (its guards passed: the call raised in it, as it does in eager)
+            result = _Raised(e)
+        if result is NEXT:  # its guards do not accept this call
+            continue
+        tried.add(record["id"])
+        entry.compile_seconds = time.perf_counter() - start
+        if logs.enabled("perf_hints"):
+            logs.get("perf_hints").debug("entry of %s loaded from the persistent cache in %.2f ms",
+                                         dispatcher.qualname, entry.compile_seconds * 1e3)
+        if logs.enabled("guards"):
+            logs.get("guards").debug("%s", entry.guard.source)
+        if logs.enabled("output_code"):
+            logs.get("output_code").debug("entry of %s, loaded from the persistent cache:\n%s", dispatcher.qualname,
+                                          entry.source)
+        return entry, result if isinstance(result, _Raised) else lambda *_: result
+    return None
+
+
+class _Raised:
+    """Raises, when called, what the call raised in the entry that loaded."""
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+    def __call__(self, *args):
+        error, self.error = self.error, None
+        raise error
+
+
+def _entry(dispatcher, record: dict, args) -> Entry:
+    """The entry `record` describes, its constants found again in this process (locate.Lost:
+    one cannot be, or the call's tensors are not the recorded ones)."""
+    found: dict = {}
+    failure = None
+    # (code objects found through functions and classes: after them)
+    for name, loc in sorted(record["consts"], key=lambda c: c[1][0] in ("code", "classcode")):
+        kind = loc[0]
+        if kind == "tensors":
+            found[name] = _tensor_checker(dispatcher, record, args)
+        elif kind == "failure":
+            found[name] = failure = GraphFailure(dispatcher, loc[1], loc[2])
+        elif kind == "rng":
+            found[name] = RngState([torch.device(d) for d in loc[1]])
+        else:
+            found[name] = locate.find(loc, found)
+    values = [found[name] for name, _ in record["consts"]]
+    code = marshal.loads(record["code"])
+    ns = codeload.run(code, record["source"], {})
+    globals_ = dispatcher.globals
+    fn = ns["___make_entry"](globals_, *values)
+    fn.__qualname__ = fn.__name__ = f"entry_{record['name']}"
+    guard_source = record["guard"]
+
+    def make_guard():
+        made = codeload.load("entries", f"guard_{record['name']}", "import torch\n\n" + guard_source,
+                             {})["___make_guard"](globals_, *values)
+        made.__qualname__ = made.__name__ = f"guard_{record['name']}"
+        return made
+    encoded = record["guards"]
+    guard = GuardFunction(make_guard, guard_source, lambda: decode_guards(encoded) if encoded else [],
+                          dispatcher.params, globals_, lazy=True)
+    entry = Entry(guard, fn, dispatcher.compiles, source=record["source"], reason=record["reason"],
+                  ops=record["ops"], where=[tuple(w) for w in record["where"]], raises=record["raises"], loaded=True,
+                  graph=record["graph"])
+    if failure is not None:
+        failure.entry = entry
+    return entry
+
+
+def _tensor_checker(dispatcher, record: dict, args):
+    """torch's tensor checker for the record's tensor guards, made from this call's tensors once
+    each has the recorded facts (else locate.Lost: the record does not apply to this call)."""
+    if TensorGuards is None:
+        raise locate.Lost("torch's TensorGuards is not available")
+    ns: dict = {}
+    exec(marshal.loads(record["reader"]), ns)
+    try:
+        tensors = ns["___tensors"](dispatcher.globals, *args)
+    except Exception as e:
+        raise locate.Lost(f"a tensor the guards check cannot be read: {type(e).__name__}") from None
+    facts = record["tensors"]
+    for t, fact in zip(tensors, facts):
+        if tensor_facts(t, fact[1], fact[2]) != fact:
+            raise locate.Lost("the call's tensors are not the recorded ones")
+    return TensorGuards(*tensors, dynamic_dims_sizes=[list(f[1]) for f in facts],
+                        dynamic_dims_strides=[list(f[2]) for f in facts]).check

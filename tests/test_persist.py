@@ -1,0 +1,372 @@
+"""The persistent cache (rewrite/persist.py): entries a process compiled, loaded by the next
+one instead of tracing, with eager's results; anything not to be trusted is a miss.
+
+In-process tests stand a new `jit` of the same function in for a new process (its dispatcher
+has read nothing yet); the subprocess tests run real fresh processes."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import rewrite
+from rewrite import persist
+from rewrite import dispatcher_of
+
+from conftest import assert_same
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A private cache directory of its own, the persistent cache reading and writing."""
+    monkeypatch.setattr(rewrite.config, "cache_dir", str(tmp_path / "cache"))
+    monkeypatch.setattr(rewrite.config, "persistent_cache", "readwrite")
+    yield tmp_path / "cache"
+    persist.flush()
+
+
+def scaled(x, w):
+    return torch.relu(x @ w) * SCALE + torch.nn.functional.gelu(x).sum()
+
+
+SCALE = 2.0
+
+
+def entries_of(fn):
+    return dispatcher_of(fn).entries
+
+
+def fresh(fn, **options):
+    """A jitted copy of `fn` as a new process sees it: no entries, nothing read from the cache
+    (functions of one code share a dispatcher: it is reset, and forgets what it wrote)."""
+    import types
+    from rewrite.bytecode import original_code
+    copy = rewrite.jit(types.FunctionType(original_code(fn.__code__), fn.__globals__, fn.__name__,
+                                          fn.__defaults__, fn.__closure__), **options)
+    new_process(dispatcher_of(copy))
+    return copy
+
+
+def new_process(dispatcher):
+    dispatcher.reset()
+    dispatcher.persisted = persist.Held()
+
+
+def files(cache):
+    folder = cache / "persist"
+    return sorted(folder.iterdir()) if folder.exists() else []
+
+
+def test_a_new_dispatcher_loads_what_another_compiled(cache):
+    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    expected = scaled(x, w)
+    first = fresh(scaled)
+    assert_same(first(x, w), expected)
+    assert not entries_of(first)[0].loaded
+    persist.flush()
+    assert len(files(cache)) == 1
+    second = fresh(scaled)
+    assert_same(second(x, w), expected)
+    (entry,) = entries_of(second)
+    assert entry.loaded and entry.ops == entries_of(first)[0].ops
+    x2 = torch.randn(4, 3)
+    assert_same(second(x2, w), scaled(x2, w))  # (a hit of the loaded entry)
+    assert len(entries_of(second)) == 1
+
+
+def test_a_changed_global_misses_and_compiles_correctly(cache, monkeypatch):
+    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    fresh(scaled)(x, w)
+    persist.flush()
+    monkeypatch.setitem(globals(), "SCALE", 3.0)
+    again = fresh(scaled)
+    assert_same(again(x, w), scaled(x, w))
+    (entry,) = entries_of(again)
+    assert not entry.loaded  # (its guard on SCALE failed: traced again)
+
+
+def test_other_options_are_another_key(cache, monkeypatch):
+    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    fresh(scaled)(x, w)
+    persist.flush()
+    full = fresh(scaled, fullgraph=True)
+    assert_same(full(x, w), scaled(x, w))
+    assert not entries_of(full)[0].loaded
+    monkeypatch.setattr(rewrite.config, "capture_scalar_outputs", not rewrite.config.capture_scalar_outputs)
+    other = fresh(scaled)
+    assert_same(other(x, w), scaled(x, w))
+    assert not entries_of(other)[0].loaded
+
+
+def test_other_tensors_miss(cache):
+    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    fresh(scaled)(x, w)
+    persist.flush()
+    for x2, w2 in [(x.double(), w.double()), (x.requires_grad_(), w), (torch.randn(3, 4).t(), w)]:
+        other = fresh(scaled)
+        assert_same(other(x2, w2), scaled(x2, w2))
+        assert not entries_of(other)[0].loaded
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.norm, self.fc2 = torch.nn.Linear(6, 8), torch.nn.LayerNorm(8), torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.fc2(torch.nn.functional.gelu(self.norm(self.fc1(x))))
+
+
+def test_modules_load_and_read_their_own_parameters(cache):
+    torch.manual_seed(0)
+    model, other = Net(), Net()
+    x = torch.randn(5, 6)
+    expected = model(x)
+    assert_same(rewrite.jit(model)(x), expected)
+    persist.flush()
+    expected_other = other(x)
+    rewrite.jit(other)  # (instances of one class share compiled code: a new process's view of it)
+    new_process(dispatcher_of(other.forward))
+    assert_same(other(x), expected_other)
+    assert [e.loaded for e in _entries()] == [True]
+    with torch.no_grad():
+        other.fc1.weight.add_(1.0)
+    expected_other = type(other).forward(other, x)
+    assert_same(other(x), expected_other)  # (a hit: the loaded entry reads the new weights)
+    assert [e.loaded for e in _entries()] == [True]
+
+
+def _entries():
+    from rewrite.dispatch import _ALL
+    return [e for d in list(_ALL) for e in d.entries]
+
+
+def _corrupt(path, how):
+    data = path.read_bytes()
+    if how == "flipped":
+        path.write_bytes(data[:-10] + bytes([data[-10] ^ 0xFF]) + data[-9:])
+    elif how == "truncated":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "readable":  # others may read it: not ours alone
+        os.chmod(path, 0o644)
+    elif how == "symlink":
+        target = path.with_suffix(".real")
+        path.rename(target)
+        path.symlink_to(target)
+    elif how == "stale":  # a valid file for another key (another version, another environment)
+        import hashlib
+        import marshal
+        held = marshal.loads(data[len(persist.MAGIC) + 32:])
+        held["key"] = held["key"].replace("(", "('another', ", 1)
+        payload = marshal.dumps(held)
+        path.write_bytes(persist.MAGIC + hashlib.sha256(payload).digest() + payload)
+    elif how == "garbage":
+        path.write_bytes(persist.MAGIC + b"\0" * 32 + b"not marshal")
+
+
+@pytest.mark.parametrize("how", ["flipped", "truncated", "empty", "readable", "symlink", "stale", "garbage"])
+def test_untrusted_files_are_misses(cache, how):
+    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    fresh(scaled)(x, w)
+    persist.flush()
+    (path,) = files(cache)
+    os.chmod(path, 0o600)
+    _corrupt(path, how)
+    again = fresh(scaled)
+    assert_same(again(x, w), scaled(x, w))
+    assert not entries_of(again)[0].loaded
+
+
+def test_foreign_owned_files_are_misses(cache, monkeypatch):
+    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    fresh(scaled)(x, w)
+    persist.flush()
+    (path,) = files(cache)
+    real = os.fstat
+    monkeypatch.setattr(os, "fstat", lambda fd: _owned_by_other(real(fd)))
+    again = fresh(scaled)
+    assert_same(again(x, w), scaled(x, w))
+    assert not entries_of(again)[0].loaded
+
+
+def _owned_by_other(st):
+    fields = list(st)
+    fields[4] = os.getuid() + 1  # st_uid
+    return os.stat_result(fields)
+
+
+def test_off_writes_nothing_and_read_only_reads(cache, monkeypatch):
+    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    monkeypatch.setattr(rewrite.config, "persistent_cache", "off")
+    fresh(scaled)(x, w)
+    persist.flush()
+    assert files(cache) == []
+    monkeypatch.setattr(rewrite.config, "persistent_cache", "readwrite")
+    fresh(scaled)(x, w)
+    persist.flush()
+    (path,) = files(cache)
+    before = path.read_bytes()
+    monkeypatch.setattr(rewrite.config, "persistent_cache", "read")
+    loads = fresh(scaled)
+    assert_same(loads(x, w), scaled(x, w))
+    assert entries_of(loads)[0].loaded
+    y = torch.randn(2, 3, dtype=torch.float64)
+    assert_same(loads(y, w.double()), scaled(y, w.double()))  # (compiled, not written)
+    persist.flush()
+    assert path.read_bytes() == before
+    monkeypatch.setattr(rewrite.config, "persistent_cache", "off")
+    never = fresh(scaled)
+    never(x, w)
+    assert not entries_of(never)[0].loaded
+
+
+def sized(x):
+    return x * 2 + x.sum()
+
+
+def test_automatic_dynamic_state_persists(cache):
+    cold = fresh(sized)
+    for n in (3, 5):
+        t = torch.randn(n)
+        assert_same(cold(t), sized(t))
+    assert [e.loaded for e in entries_of(cold)] == [False, False]
+    persist.flush()
+    warm = fresh(sized)
+    for n in (3, 7, 9):  # the static entry, then the dynamic one: nothing traced
+        t = torch.randn(n)
+        assert_same(warm(t), sized(t))
+    assert [e.loaded for e in entries_of(warm)] == [True, True]
+    warm2 = fresh(sized)
+    t = torch.randn(11)  # the dynamic entry first; (3,) then compiles as the cold process would have
+    assert_same(warm2(t), sized(t))
+    assert entries_of(warm2)[0].loaded
+    assert dispatcher_of(warm2).frame_state  # (read back with the records)
+
+
+def gathered(x, idx):
+    return x.gather(0, idx) * 2
+
+
+def test_a_loaded_entry_raises_as_eager(cache):
+    x = torch.randn(6)
+    good, bad = torch.tensor([0, 5]), torch.tensor([0, 9])
+    assert_same(fresh(gathered)(x, good), gathered(x, good))
+    persist.flush()
+    again = fresh(gathered)
+    with pytest.raises(RuntimeError) as eager:
+        gathered(x, bad)
+    with pytest.raises(RuntimeError) as compiled:
+        again(x, bad)  # (the loaded entry's guards pass; its graph raises, as eager)
+    assert str(compiled.value) == str(eager.value)
+    assert_same(again(x, good), gathered(x, good))
+    assert [e.loaded for e in entries_of(again)] == [True]
+
+
+SCRIPT = textwrap.dedent('''
+    import json, sys, torch, rewrite
+    sys.path.insert(0, {tests!r})
+    from helpers_persist import Net, step
+    torch.manual_seed(0)
+    net = Net().eval()
+    x = torch.randn(4, 8)
+    expected = [net(x), step(x, 3)]
+    jnet, jstep = rewrite.jit(net), rewrite.jit(step)
+    got = [jnet(x), jstep(x, 3)]
+    from rewrite.dispatch import _ALL
+    loaded = sorted((d.qualname, e.loaded) for d in list(_ALL) for e in d.entries)
+    same = all(torch.equal(a, b) for a, b in zip(got, expected))
+    print(json.dumps({{"same": same, "loaded": loaded}}))
+''')
+
+HELPERS = textwrap.dedent('''
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return torch.tanh(self.fc(x)) + x
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([Block(), Block()])
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return x.softmax(-1)
+
+    def step(x, n):
+        return (x * n).cumsum(0)
+''')
+
+
+def run_script(tmp_path, cache_dir, env_extra=None):
+    env = {**os.environ, "REWRITE_CACHE_DIR": str(cache_dir), "REWRITE_PERSISTENT_CACHE": "readwrite",
+           "OMP_NUM_THREADS": "1", **(env_extra or {})}
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT.format(tests=str(tmp_path)))
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_fresh_processes_load_with_eager_results(tmp_path):
+    (tmp_path / "helpers_persist.py").write_text(HELPERS)
+    cache_dir = tmp_path / "cache"
+    cold = run_script(tmp_path, cache_dir)
+    assert cold["same"] and cold["loaded"] and not any(loaded for _, loaded in cold["loaded"])
+    warm = run_script(tmp_path, cache_dir)
+    assert warm["same"] and all(loaded for _, loaded in warm["loaded"]), warm
+    # an edited callee (Block.forward): the entry that inlined it is a miss, traced again
+    (tmp_path / "helpers_persist.py").write_text(HELPERS.replace("torch.tanh(self.fc(x)) + x",
+                                                                 "torch.sigmoid(self.fc(x)) + x"))
+    edited = run_script(tmp_path, cache_dir)
+    assert edited["same"], edited
+    assert dict(edited["loaded"]) == {"Net.forward": False, "step": True}, edited
+    off = run_script(tmp_path, cache_dir, {"REWRITE_PERSISTENT_CACHE": "off"})
+    assert off["same"] and not any(loaded for _, loaded in off["loaded"])
+
+
+WRITER = textwrap.dedent('''
+    import sys, torch, rewrite
+    sys.path.insert(0, {tests!r})
+    from helpers_persist import step
+    jstep = rewrite.jit(step, dynamic=False)
+    for dtype in {dtypes}:
+        for n in range(2, 6):
+            x = torch.ones(n, 3, dtype=dtype)
+            assert torch.equal(jstep(x, 3), step(x, 3))
+            rewrite.reset()  # (every call compiles, and writes)
+''')
+
+
+def test_two_processes_writing_at_once_leave_a_valid_file(tmp_path):
+    (tmp_path / "helpers_persist.py").write_text(HELPERS)
+    cache_dir = tmp_path / "cache"
+    env = {**os.environ, "REWRITE_CACHE_DIR": str(cache_dir), "REWRITE_PERSISTENT_CACHE": "readwrite",
+           "OMP_NUM_THREADS": "1"}
+    procs = []
+    for i, dtypes in enumerate(["[torch.float32, torch.float64]", "[torch.int32, torch.int64]"]):
+        script = tmp_path / f"writer{i}.py"
+        script.write_text(WRITER.format(tests=str(tmp_path), dtypes=dtypes))
+        procs.append(subprocess.Popen([sys.executable, str(script)], env=env, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    (path,) = sorted((cache_dir / "persist").iterdir())
+    data = path.read_bytes()
+    import hashlib
+    import marshal
+    payload = data[len(persist.MAGIC) + 32:]
+    assert data.startswith(persist.MAGIC) and hashlib.sha256(payload).digest() == data[len(persist.MAGIC):][:32]
+    held = marshal.loads(payload)
+    assert 1 <= len(held["records"]) <= persist.KEEP
