@@ -81,12 +81,41 @@ _AT_LINE: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()  # (code
 
 
 def _at_line(consts, code, offset: int, what: str, n_in: int = 0, n_out: int = 1, globals_=None) -> str:
+    consts[f"___{what}_at_line"] = at_line(code, offset, what, n_in, n_out, globals_)
+    return f"___{what}_at_line"
+
+
+def at_line(code, offset: int, what: str, n_in: int = 0, n_out: int = 1, globals_=None):
+    """`resume.at_user_line(...)`, made once per key; it carries how it was made
+    (`__rewrite_made__`: the persistent cache makes it again from that)."""
     key = (code, offset, what, id(globals_))
     fn = _AT_LINE.get(key)
     if fn is None or (globals_ is not None and fn.__globals__ is not globals_):
         fn = _AT_LINE[key] = at_user_line(code, offset, what, n_in, n_out, globals_)
-    consts[f"___{what}_at_line"] = fn
-    return f"___{what}_at_line"
+        fn.__rewrite_made__ = ("at_line", offset, what, n_in, n_out, globals_ is not None)
+    return fn
+
+
+def resume_function(dispatcher, offset: int, slots: tuple, local_names: tuple, name: str, compiled: bool = True,
+                    raising: bool = False):
+    """The resume function of `dispatcher`'s code at `offset` (see Break.resume), made once per
+    key; it carries how it was made (`__rewrite_made__`, for the persistent cache)."""
+    code = dispatcher.code
+    # code objects compare by value: the same source run in two modules must not share globals
+    key = (code, id(dispatcher.globals), offset, slots, local_names, dispatcher.options, compiled,
+           raising, dispatcher.share)  # (a decorator's copies: one resume function per wrapped function)
+    fn = _RESUMES.get(key)
+    if fn is None or fn.__globals__ is not dispatcher.globals:
+        router = None if compiled else JIT.route_of(dispatcher)  # (jit routes the others)
+        new = resume_code(code, offset, slots, local_names, name, router,
+                          JIT.plain_origin(dispatcher.globals, code), raising)
+        fn = types.FunctionType(new, dispatcher.globals, name,
+                                None, tuple(types.CellType() for _ in code.co_freevars) or None)
+        if compiled:
+            JIT.jit_resume(fn, dispatcher)
+        fn.__rewrite_made__ = ("resume", offset, slots, local_names, name, compiled, raising)
+        _RESUMES[key] = fn
+    return fn
 
 
 def plan(tracer, error: Unsupported):
@@ -308,21 +337,8 @@ class Break:
         has a closure."""
         code = tracer.code
         slots = (*map(slot_kind, below), *("value" for _ in results))
-        # code objects compare by value: the same source run in two modules must not share globals
-        key = (code, id(dispatcher.globals), offset, slots, self.local_names, dispatcher.options, compiled,
-               raising, dispatcher.share)  # (a decorator's copies: one resume function per wrapped function)
-        fn = _RESUMES.get(key)
-        if fn is None or fn.__globals__ is not dispatcher.globals:
-            line = _line_of(tracer.root, offset)
-            name = f"resume_in_{code.co_name}_at_{line}"
-            router = None if compiled else JIT.route_of(dispatcher)  # (jit routes the others)
-            new = resume_code(code, offset, slots, self.local_names, name, router,
-                              JIT.plain_origin(dispatcher.globals, code), raising)
-            fn = types.FunctionType(new, dispatcher.globals, name,
-                                    None, tuple(types.CellType() for _ in code.co_freevars) or None)
-            if compiled:
-                JIT.jit_resume(fn, dispatcher)
-            _RESUMES[key] = fn
+        fn = resume_function(dispatcher, offset, slots, self.local_names,
+                             f"resume_in_{code.co_name}_at_{_line_of(tracer.root, offset)}", compiled, raising)
         name = f"___resume{sum(k.startswith('___resume') for k in consts)}"
         consts[name] = fn
         if not code.co_freevars:

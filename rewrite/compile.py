@@ -515,13 +515,17 @@ def entry_source(cap: Capture | None, compiled, params, name: str, consts: Const
         before = [*before, "___r = ___records.begin()"]
         on_error = ["___records.end(___r, False)", *on_error] if on_error else ["___records.end(___r, True)", "raise"]
         done = ["___records.end(___r, True)"]
-    fused = getattr(compiled, "fused_entry_source", None) if brk is None else None  # (the python backend's)
+    fused = getattr(compiled, "fused_entry_source", None)  # (the python backend's)
     if cap is None:  # a fallback entry: the original bytecode runs
         consts.values["___MISS"] = miss
         body = f"def entry({', '.join(args)}):\n    return ___MISS\n"
     elif fused is not None:  # the python backend's statements, inlined into the entry
         inputs = {node: src.expr() for src, _, node in cap.tracer.graph.inputs}
-        body, extra = fused(args, inputs, lambda outs: [*done, *cap.render(outs.__getitem__)],
+        def ending(outs):  # the result rebuilt and returned -- or, at a graph break, the break and the rest
+            if brk is None:
+                return [*done, *cap.render(outs.__getitem__)]
+            return [*done, *cap.render(outs.__getitem__, "___v"), *brk.body(cap.tracer, brk.dispatcher, consts.values)]
+        body, extra = fused(args, inputs, ending,
                             taken=[GLOBALS, *consts.values], on_error=on_error)
         consts.values.update(extra)
     else:
@@ -607,10 +611,10 @@ def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=Non
     phases.done("load")
     values = list(consts.values.values())
     persist = None
-    if brk is None and config.persistent_cache == "readwrite":  # (break entries are not persisted: resume functions)
+    if config.persistent_cache == "readwrite":
         facts, reader = guard.tensor_record(params)
-        persist = {"code": code, "source": module, "guard": g_source, "guards": guard.ordered, "consts": dict(consts.values),
-                   "tensors": facts, "reader": reader, "name": name}
+        persist = {"code": code, "source": module, "guard": g_source, "guards": guard.ordered,
+                   "consts": dict(consts.values), "tensors": facts, "reader": reader, "name": name}
 
     def make_guard():  # (compiled when first used: see GuardFunction)
         made = codeload.load("entries", f"guard_{name}", "import torch\n\n" + g_source, {})["___make_guard"](
@@ -737,14 +741,15 @@ def _break_entry(dispatcher, tracer, brk, name: str, start: float, traced: list)
     gm, compiled = call_backend(cap, backend_name, backend, name)
     failure = GraphFailure(dispatcher, backend_name, tracer.ops_in_try)
     try:
-        guard, fn, source, _, _ = load_entry(tracer.guards, cap, compiled, dispatcher.params, dispatcher.globals, name,
-                                       miss=dispatcher.MISS, brk=brk, failure=failure)
+        guard, fn, source, _, persist = load_entry(tracer.guards, cap, compiled, dispatcher.params,
+                                                   dispatcher.globals, name, miss=dispatcher.MISS, brk=brk,
+                                                   failure=failure)
     except Unsupported:
         return None  # (no resume function for this break: the whole call runs eagerly)
     brk.log(dispatcher.qualname)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
-                  ops=tracer.graph.op_count, graph_break=str(brk.error), where=list(brk.error.where), graph=gm is not None,
-                  resumes=[v for k, v in cap.consts.values.items() if k.startswith("___resume")])
+                  ops=tracer.graph.op_count, graph_break=str(brk.error), where=list(brk.error.where),
+                  graph=gm is not None, resumes=[v for k, v in cap.consts.values.items() if k.startswith("___resume")], persist=persist)
     failure.entry, failure.gm = entry, gm
     _log(entry, name)
     return entry

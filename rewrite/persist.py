@@ -10,9 +10,10 @@ find each constant the module names again (`rewrite/locate.py`). The tensor chec
 load the tensors are read from the call's arguments, their facts compared with the record's,
 and the checker built from them. A record whose constants cannot be found again, or found
 changed (a function's code, its defaults), or whose tensors differ, is not loaded: the call
-traces as if there were none. Whole-frame entries of the `python` backend (the default on
-CPU), entries without a graph, and entries that run the call eagerly are written; entries
-ending at a graph break and other backends' are not (yet): they trace again.
+traces as if there were none. Entries of the `python` backend (the default on CPU), entries
+without a graph, and entries that run the call eagerly are written -- at a graph break too:
+its resume functions and steps are made again from how they were made (`__rewrite_made__`,
+see rewrite/breaks.py); other backends' are not (yet): they trace again.
 
 The records of one code object live in one file, `<cache dir>/persist/<key>.rwe`, keyed by
 everything a compile depends on beyond the call (see `key_of`): the code object's hash
@@ -46,7 +47,7 @@ import time
 
 import torch
 
-from . import codeload, config, locate, logs
+from . import breaks, codeload, config, locate, logs
 from .compile import Entry, GraphFailure, RngState
 from .guards.codegen import GuardFunction, TensorGuards, tensor_facts
 from .slot import NEXT
@@ -170,7 +171,7 @@ def record_of(material: dict, qualname: str) -> dict | None:
     record = {"source": material["source"], "code": marshal.dumps(material["code"]),
               "guards": encode_guards(material["guards"]), "guard": material["guard"], "consts": tuple(locs),
               "tensors": material["tensors"], "name": material["name"], "ops": material["ops"],
-              "graph": material["graph"],
+              "graph": material["graph"], "graph_break": material["graph_break"],
               "reason": material["reason"], "raises": material["raises"], "where": material["where"],
               "reader": marshal.dumps(compile(material["reader"], "<rewrite tensors>", "exec"))
               if material["reader"] else b""}
@@ -191,6 +192,11 @@ def _made_anew(name: str, value):
     what they hold -- a GraphFailure holds the graph.)"""
     if name == "___check_tensors":
         return ("tensors",)
+    if name == "___route":
+        return ("route",)
+    made = getattr(value, "__rewrite_made__", None)  # (a graph break's resume function, its steps at the user's line)
+    if isinstance(made, tuple):
+        return made
     if isinstance(value, GraphFailure):
         return ("failure", value.backend_name, value.ops_in_try)
     if isinstance(value, RngState):
@@ -210,7 +216,8 @@ def store(dispatcher, entry: Entry) -> None:
         return
     material["consts"] = {name: _Made(loc) if (loc := _made_anew(name, value)) is not None else value
                           for name, value in material["consts"].items()}
-    material.update(index=entry.index, ops=entry.ops, graph=entry.graph, reason=entry.reason, raises=entry.raises,
+    material.update(index=entry.index, ops=entry.ops, graph=entry.graph, graph_break=entry.graph_break,
+                    reason=entry.reason, raises=entry.raises,
                     where=tuple(tuple(w) for w in entry.where))
     _writer().put((key, material, dispatcher.qualname, dispatcher.persisted, dict(dispatcher.frame_state)))
 
@@ -436,6 +443,14 @@ def _entry(dispatcher, record: dict, args) -> Entry:
             found[name] = failure = GraphFailure(dispatcher, loc[1], loc[2])
         elif kind == "rng":
             found[name] = RngState([torch.device(d) for d in loc[1]])
+        elif kind == "route":
+            found[name] = breaks.JIT.route_of(dispatcher)
+        elif kind == "resume":
+            found[name] = breaks.resume_function(dispatcher, *loc[1:])
+        elif kind == "at_line":
+            offset, what, n_in, n_out, with_globals = loc[1:]
+            found[name] = breaks.at_line(dispatcher.code, offset, what, n_in, n_out,
+                                         dispatcher.globals if with_globals else None)
         else:
             found[name] = locate.find(loc, found)
     values = [found[name] for name, _ in record["consts"]]
@@ -456,7 +471,8 @@ def _entry(dispatcher, record: dict, args) -> Entry:
                           dispatcher.params, globals_, lazy=True)
     entry = Entry(guard, fn, dispatcher.compiles, source=record["source"], reason=record["reason"],
                   ops=record["ops"], where=[tuple(w) for w in record["where"]], raises=record["raises"], loaded=True,
-                  graph=record["graph"])
+                  graph=record["graph"], graph_break=record["graph_break"],
+                  resumes=[value for name, value in found.items() if name.startswith("___resume")])
     if failure is not None:
         failure.entry = entry
     return entry

@@ -370,3 +370,43 @@ def test_two_processes_writing_at_once_leave_a_valid_file(tmp_path):
     assert data.startswith(persist.MAGIC) and hashlib.sha256(payload).digest() == data[len(persist.MAGIC):][:32]
     held = marshal.loads(payload)
     assert 1 <= len(held["records"]) <= persist.KEEP
+
+
+def printing(x, n):
+    y = torch.relu(x) * 2
+    print("between graphs", n)  # a graph break: the rest is a resume function
+    z = y.sum() + n
+    if z > 0:  # (a break on a tensor's truth value)
+        return y - z
+    return y + z
+
+
+def every_dispatcher_new():
+    from rewrite.dispatch import _ALL
+    rewrite.reset()
+    for d in list(_ALL):
+        d.persisted = persist.Held()
+
+
+def test_graph_breaks_load_with_their_resume_functions(cache, capsys):
+    x = torch.randn(5)
+    expected = printing(x, 3)
+    eager_out = capsys.readouterr().out
+    compiled = fresh(printing)
+    assert_same(compiled(x, 3), expected)
+    assert capsys.readouterr().out == eager_out
+    persist.flush()
+    every_dispatcher_new()
+    for v in (x, -x.abs() - 10):  # (both sides of the branch)
+        expected = printing(v, 3)
+        eager_out = capsys.readouterr().out
+        assert_same(compiled(v, 3), expected)
+        assert capsys.readouterr().out == eager_out
+    loaded = [(d.qualname, e.loaded) for d in _dispatchers_with_entries() for e in d.entries]
+    assert ("printing", True) in loaded and any(q.startswith("resume_in_printing") and done for q, done in loaded), \
+        loaded
+
+
+def _dispatchers_with_entries():
+    from rewrite.dispatch import _ALL
+    return [d for d in list(_ALL) if d.entries]
