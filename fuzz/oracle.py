@@ -404,7 +404,8 @@ def run_program(program, dims1: dict, dims2: dict, backend="python", seed: int =
                 except Divergence as d:
                     raise Divergence(f"{d}\n(entries loaded from the persistent cache)\n\n"
                                      f"{reproducer(program, calls, backend, fullgraph)}") from None
-            STATS.loaded += sum(e.loaded for e in rewrite.dispatcher_of(compiled).entries)
+            from rewrite.dispatch import _ALL
+            STATS.loaded += sum(e.loaded for d in list(_ALL) for e in d.entries)
             return
     except Refused as r:
         STATS.refused += 1
@@ -418,10 +419,11 @@ def _new_process(compiled) -> None:
     """The compiled function as a new process has it: no entries, the persistent cache unread
     (what this process wrote, written)."""
     from rewrite import persist
+    from rewrite.dispatch import _ALL
     persist.flush()
-    dispatcher = rewrite.dispatcher_of(compiled)
-    dispatcher.reset()
-    dispatcher.persisted = persist.Held()
+    rewrite.reset()  # (every function: the resume functions of its breaks load too)
+    for dispatcher in list(_ALL):
+        dispatcher.persisted = persist.Held()
 
 
 def count_entries(compiled) -> None:

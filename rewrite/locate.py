@@ -61,10 +61,11 @@ class Lost(Exception):
 INTERNAL = {"NEXT": NEXT, "MISS": MISS, "DEFERRED": DEFERRED}
 
 
-def is_literal(obj) -> bool:
+def marshallable(obj) -> bool:
+    """A value `marshal` writes and reads back equal, of the same type: a literal locator's."""
     if type(obj) in _LITERALS or obj is Ellipsis:
         return True
-    return type(obj) in (tuple, frozenset) and all(is_literal(x) for x in obj)
+    return type(obj) in (tuple, frozenset) and all(marshallable(x) for x in obj)
 
 
 _HASHES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # code -> code_hash, this process's
@@ -107,7 +108,7 @@ def fingerprint(fn) -> str:
     if code is None:
         return ""
     defaults = [*(fn.__defaults__ or ()), *sorted((fn.__kwdefaults__ or {}).items())]
-    text = repr([d if is_literal(d) else type(d).__qualname__ for d in defaults])
+    text = repr([d if marshallable(d) else type(d).__qualname__ for d in defaults])
     return hashlib.sha256((code_hash(code) + text).encode()).hexdigest()[:32]
 
 
@@ -165,7 +166,7 @@ def _class_attribute(obj):
 
 def locate(obj, consts: dict):
     """The locator of `obj` (one of `consts`, name -> object), or None."""
-    if is_literal(obj):
+    if marshallable(obj):
         return ("lit", obj)
     for name, value in INTERNAL.items():
         if obj is value:

@@ -298,7 +298,7 @@ def _encode(obj, memo: dict):
     key = id(obj)
     if key in memo:
         return memo[key]
-    if locate.is_literal(obj) and type(obj) not in (tuple, frozenset):
+    if locate.marshallable(obj) and type(obj) not in (tuple, frozenset):
         out = ("lit", obj)
     elif type(obj) is tuple:
         out = ("tuple", tuple(_encode(x, memo) for x in obj))
@@ -453,6 +453,8 @@ def _entry(dispatcher, record: dict, args) -> Entry:
                                          dispatcher.globals if with_globals else None)
         else:
             found[name] = locate.find(loc, found)
+    if failure is not None and isinstance(found.get("___rng"), RngState):
+        failure.rng = found["___rng"]  # (as compile._on_graph_error links them)
     values = [found[name] for name, _ in record["consts"]]
     code = marshal.loads(record["code"])
     ns = codeload.run(code, record["source"], {})

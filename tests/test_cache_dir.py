@@ -33,6 +33,7 @@ def compile_something():
     def f(x):
         return x * 2 + 1
     same_calls(f, lambda c: (torch.ones(3) * c,), calls=2)
+    rewrite.persist.flush()  # (the persistent cache's record, written by its own thread: there now)
 
 
 def mode(path) -> int:

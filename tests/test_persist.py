@@ -410,3 +410,30 @@ def test_graph_breaks_load_with_their_resume_functions(cache, capsys):
 def _dispatchers_with_entries():
     from rewrite.dispatch import _ALL
     return [d for d in list(_ALL) if d.entries]
+
+
+def indexed_with_dropout(x):
+    try:
+        t = x[x.long().abs() % (x.shape[0] + 1)]  # raises IndexError for some values
+    except IndexError:
+        t = x.new_zeros(x.shape)
+    return t, torch.nn.functional.dropout(x, 0.3)
+
+
+def test_a_loaded_graph_that_raises_under_try_runs_again_eagerly_with_the_same_draws(cache):
+    """The loaded entry's GraphFailure puts the generators back before the eager run (as the
+    compiled entry's does): the draws are eager's. (Found by `fuzz --warm`, seed 5421.)"""
+    fine, raising = torch.tensor([0.5, 1.5]), torch.tensor([2.0, 0.0])
+    compiled = fresh(indexed_with_dropout)
+    torch.manual_seed(0)
+    expected = indexed_with_dropout(fine)
+    torch.manual_seed(0)
+    assert_same(compiled(fine), expected)
+    persist.flush()
+    new_process(dispatcher_of(compiled))
+    for x in (fine, raising):
+        torch.manual_seed(1)
+        expected = indexed_with_dropout(x)
+        torch.manual_seed(1)
+        assert_same(compiled(x), expected)
+    assert [e.loaded for e in entries_of(compiled)] == [True]
