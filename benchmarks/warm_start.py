@@ -115,7 +115,8 @@ class _nothing:
 
 # -- the driver ----------------------------------------------------------------------------------
 def spawn(case: str, compiler: str, cache: str, env_extra: dict | None = None, script: str | None = None) -> dict:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "REWRITE_CACHE_DIR": cache, **(env_extra or {})}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "REWRITE_CACHE_DIR": cache, "REWRITE_PERSISTENT_CACHE": "readwrite",
+           **(env_extra or {})}  # (models.py, imported for its models, turns the cache off for its own runs)
     if compiler.startswith("torch"):
         env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(cache, "inductor")
     argv = [sys.executable, script or os.path.abspath(__file__), "--child", case, compiler]
@@ -196,6 +197,7 @@ def misses(root: str) -> list[tuple[str, dict]]:
 
     def run(env=None):
         out = subprocess.run([sys.executable, script], env={**os.environ, "REWRITE_CACHE_DIR": cache,
+                                                            "REWRITE_PERSISTENT_CACHE": "readwrite",
                                                             "OMP_NUM_THREADS": "1", **(env or {})},
                              capture_output=True, text=True, timeout=300)
         return json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else {"error": out.stderr[-300:]}

@@ -123,19 +123,14 @@ def _backend_key(backend):
 
 def key_of(dispatcher) -> tuple | None:
     """(file name, what it must hold as "key") for the dispatcher's code object under the
-    settings in force now, or None where the code or the backend cannot be written down."""
+    settings in force now, or None where the backend cannot be written down."""
     held = dispatcher.persisted
     code_hash = held.code_hash
     if code_hash is None:
-        try:
-            marshal.dumps(dispatcher.code)
-            code_hash = locate.code_hash(dispatcher.code)
-        except ValueError:  # (a generated code object holding an object marshal cannot write)
-            code_hash = ""
-        held.code_hash = code_hash
+        held.code_hash = code_hash = locate.code_hash(dispatcher.code)
     options = dispatcher.options
     backend = _backend_key(options.backend)
-    if not code_hash or backend is None and options.backend is not None:
+    if backend is None and options.backend is not None:
         return None
     key = (code_hash, backend, options.fullgraph, options.dynamic, tuple(config.get(k) for k in KNOBS),
            *environment())
