@@ -97,7 +97,11 @@ def _const_text(const) -> str:
         return "frozenset(" + repr(sorted(_const_text(c) for c in const)) + ")"
     if isinstance(const, tuple):
         return "(" + ",".join(_const_text(c) for c in const) + ")"
-    return f"{type(const).__name__}:{const!r}"
+    if marshallable(const):
+        return f"{type(const).__name__}:{const!r}"
+    # an object only generated code holds (a rewritten code's prologue: its slot, NEXT, ...): by
+    # its kind and name, as its repr may hold an address
+    return f"<{type(const).__module__}.{type(const).__qualname__} {getattr(const, '__qualname__', '')}>"
 
 
 def fingerprint(fn) -> str:

@@ -437,3 +437,43 @@ def test_a_loaded_graph_that_raises_under_try_runs_again_eagerly_with_the_same_d
         torch.manual_seed(1)
         assert_same(compiled(x), expected)
     assert [e.loaded for e in entries_of(compiled)] == [True]
+
+
+HOOKED = textwrap.dedent('''
+    import json, torch
+
+    def helper(x):
+        return torch.tanh(x) * 2
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return helper(self.fc(x)).sum(-1)
+
+    torch.manual_seed(0)
+    m, x = M(), torch.randn(3, 4)
+    outs = [m(x).tolist() for _ in range(3)]
+    from rewrite.dispatch import _ALL
+    loaded = sorted((d.qualname, e.loaded) for d in list(_ALL) for e in d.entries)
+    print(json.dumps({"outs": outs, "loaded": loaded}))
+''')
+
+
+def test_the_import_hook_starts_warm(tmp_path):
+    """Under `python -m rewrite.hook` every function's code carries a prologue: what a compiled
+    entry inlined is found again by the hash of that code, the same in every process."""
+    script = tmp_path / "hooked.py"
+    script.write_text(HOOKED)
+    env = {**os.environ, "REWRITE_CACHE_DIR": str(tmp_path / "cache"), "REWRITE_PERSISTENT_CACHE": "readwrite",
+           "OMP_NUM_THREADS": "1"}
+    eager = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    runs = [subprocess.run([sys.executable, "-m", "rewrite.hook", str(script)], env=env, capture_output=True,
+                           text=True, timeout=300) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[-1].stderr
+    cold, warm = (json.loads(r.stdout.strip().splitlines()[-1]) for r in runs)
+    assert cold["outs"] == warm["outs"] == json.loads(eager.stdout.strip().splitlines()[-1])["outs"]
+    assert cold["loaded"] and not any(loaded for _, loaded in cold["loaded"])
+    assert all(loaded for _, loaded in warm["loaded"]), warm["loaded"]
