@@ -68,16 +68,17 @@ def marshallable(obj) -> bool:
     return type(obj) in (tuple, frozenset) and all(marshallable(x) for x in obj)
 
 
-_HASHES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # code -> code_hash, this process's
+_HASHES: dict[int, tuple] = {}  # id(code) -> (weak reference to it, code_hash): this process's (by id: a
+# code object's own hash walks all of it, tens of µs for a large function)
 
 
 def code_hash(code) -> str:
     """A hash of everything a code object is (bytecode, constants -- nested code objects by
     their own hash --, names, flags, file, line numbers), the same in every process (marshal's
     bytes are not: they depend on reference counts)."""
-    known = _HASHES.get(code)
-    if known is not None:
-        return known
+    held = _HASHES.get(id(code))
+    if held is not None and held[0]() is code:
+        return held[1]
     h = hashlib.sha256(code.co_code)
     h.update(code.co_linetable)
     h.update(code.co_exceptiontable)
@@ -85,23 +86,41 @@ def code_hash(code) -> str:
                    code.co_stacksize, code.co_flags, code.co_firstlineno, code.co_names, code.co_varnames,
                    code.co_freevars, code.co_cellvars, code.co_filename, code.co_name, code.co_qualname)).encode())
     for const in code.co_consts:
-        h.update(_const_text(const).encode())
-    _HASHES[code] = known = h.hexdigest()
-    return known
+        _feed(h, const)
+    digest = h.hexdigest()
+    key = id(code)
+    _HASHES[key] = (weakref.ref(code, lambda _, key=key: _HASHES.pop(key, None)), digest)
+    return digest
 
 
-def _const_text(const) -> str:
-    if isinstance(const, types.CodeType):
-        return f"<code {code_hash(const)}>"
-    if isinstance(const, frozenset):  # (set order depends on string hashes: per process)
-        return "frozenset(" + repr(sorted(_const_text(c) for c in const)) + ")"
-    if isinstance(const, tuple):
-        return "(" + ",".join(_const_text(c) for c in const) + ")"
-    if marshallable(const):
-        return f"{type(const).__name__}:{const!r}"
-    # an object only generated code holds (a rewritten code's prologue: its slot, NEXT, ...): by
-    # its kind and name, as its repr may hold an address
-    return f"<{type(const).__module__}.{type(const).__qualname__} {getattr(const, '__qualname__', '')}>"
+def _feed(h, const) -> None:
+    """Add a code constant to hash `h`, the same way in every process."""
+    t = type(const)
+    if t is str:
+        h.update(b"s%d:" % len(const))
+        h.update(const.encode("utf-8", "surrogatepass"))
+    elif t is bytes:
+        h.update(b"b%d:" % len(const))
+        h.update(const)
+    elif t is types.CodeType:
+        h.update(b"c" + code_hash(const).encode())
+    elif t is tuple:
+        h.update(b"t%d(" % len(const))
+        for c in const:
+            _feed(h, c)
+        h.update(b")")
+    elif t is frozenset:  # (set order depends on string hashes: per process)
+        inner = []
+        for c in const:
+            sub = hashlib.sha256()
+            _feed(sub, c)
+            inner.append(sub.digest())
+        h.update(b"f%d(" % len(const) + b"".join(sorted(inner)) + b")")
+    elif marshallable(const):
+        h.update(f"{t.__name__}:{const!r};".encode())
+    else:  # an object only generated code holds (a rewritten code's prologue: its slot, NEXT, ...): by
+        # its kind and name, as its repr may hold an address
+        h.update(f"<{t.__module__}.{t.__qualname__} {getattr(const, '__qualname__', '')}>".encode())
 
 
 def fingerprint(fn) -> str:
