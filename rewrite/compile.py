@@ -521,12 +521,13 @@ def entry_source(cap: Capture | None, compiled, params, name: str, consts: Const
         body = f"def entry({', '.join(args)}):\n    return ___MISS\n"
     elif fused is not None:  # the python backend's statements, inlined into the entry
         inputs = {node: src.expr() for src, _, node in cap.tracer.graph.inputs}
+
         def ending(outs):  # the result rebuilt and returned -- or, at a graph break, the break and the rest
             if brk is None:
                 return [*done, *cap.render(outs.__getitem__)]
-            return [*done, *cap.render(outs.__getitem__, "___v"), *brk.body(cap.tracer, brk.dispatcher, consts.values)]
-        body, extra = fused(args, inputs, ending,
-                            taken=[GLOBALS, *consts.values], on_error=on_error)
+            return [*done, *cap.render(outs.__getitem__, "___v"),
+                    *brk.body(cap.tracer, brk.dispatcher, consts.values)]
+        body, extra = fused(args, inputs, ending, taken=[GLOBALS, *consts.values], on_error=on_error)
         consts.values.update(extra)
     else:
         lines = []
@@ -713,8 +714,8 @@ def _compile_entry(dispatcher, args, traced: list) -> Entry:
     phases.done("backend")
     failure = GraphFailure(dispatcher, backend_name, cap.tracer.ops_in_try)
     guard, fn, source, first, persist = load_entry(cap.tracer.guards, cap, compiled, params, globals_, name,
-                                          miss=dispatcher.MISS, failure=failure, backend_name=backend_name,
-                                          phases=phases)
+                                                   miss=dispatcher.MISS, failure=failure, backend_name=backend_name,
+                                                   phases=phases)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
                   ops=cap.tracer.graph.op_count, first=first, persist=persist, graph=gm is not None)
     failure.entry, failure.gm = entry, gm
@@ -749,7 +750,8 @@ def _break_entry(dispatcher, tracer, brk, name: str, start: float, traced: list)
     brk.log(dispatcher.qualname)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
                   ops=tracer.graph.op_count, graph_break=str(brk.error), where=list(brk.error.where),
-                  graph=gm is not None, resumes=[v for k, v in cap.consts.values.items() if k.startswith("___resume")], persist=persist)
+                  graph=gm is not None, persist=persist,
+                  resumes=[v for k, v in cap.consts.values.items() if k.startswith("___resume")])
     failure.entry, failure.gm = entry, gm
     _log(entry, name)
     return entry

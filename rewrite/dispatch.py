@@ -65,7 +65,8 @@ class Dispatcher:
         self.params = prologue_names(code)
         self.entries: tuple[Entry, ...] = ()  # newest first; replaced whole, never changed in place
         self.compiles = 0
-        self.frame_state: dict = {}  # (source's expr, kind) -> sizes or int seen by the first compile (None: dynamic since)
+        # (source's expression, kind) -> sizes or int the first compile saw (None: dynamic since)
+        self.frame_state: dict = {}
         self.slot = slot if slot is not None else Slot()
         self.slot.ref, self.slot.call = NEXT_REF, _weak_miss(weakref.ref(self))
         self.slot.name, self.slot.owner = qualname, weakref.ref(self)

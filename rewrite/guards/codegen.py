@@ -118,8 +118,9 @@ def tensor_facts(t, shape: tuple, stride: tuple) -> tuple:
     guard pins (`shape`, `stride`: None for any), dtype, device, requires_grad, dispatch keys."""
     if not isinstance(t, torch.Tensor) or len(shape) != t.dim() or len(stride) != t.dim():
         return ()
-    return (f"{type(t).__module__}.{type(t).__qualname__}", tuple(None if s is None else n for s, n in zip(shape, t.shape)),
-            tuple(None if s is None else n for s, n in zip(stride, t.stride())), str(t.dtype), str(t.device),
+    sizes = tuple(None if s is None else n for s, n in zip(shape, t.shape))
+    strides = tuple(None if s is None else n for s, n in zip(stride, t.stride()))
+    return (f"{type(t).__module__}.{type(t).__qualname__}", sizes, strides, str(t.dtype), str(t.device),
             t.requires_grad, torch._C._dispatch_keys(t).raw_repr())
 
 
