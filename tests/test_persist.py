@@ -477,3 +477,32 @@ def test_the_import_hook_starts_warm(tmp_path):
     assert cold["outs"] == warm["outs"] == json.loads(eager.stdout.strip().splitlines()[-1])["outs"]
     assert cold["loaded"] and not any(loaded for _, loaded in cold["loaded"])
     assert all(loaded for _, loaded in warm["loaded"]), warm["loaded"]
+
+
+def test_records_are_trimmed_least_recently_used_first(cache):
+    """The cache directory's size cap trims records as it trims sources; a load refreshes a
+    record's age, so the one a process read last stays."""
+    from rewrite import codeload
+    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    fresh(scaled)(x, w)
+    fresh(sized)(torch.randn(3))
+    persist.flush()
+    by_name = {_record_name(p): p for p in files(cache)}
+    older, newer = by_name["scaled_0"], by_name["sized_0"]
+    os.utime(older, (1000, 1000))
+    os.utime(newer, (2000, 2000))
+    again = fresh(scaled)
+    assert_same(again(x, w), scaled(x, w))  # (loads `older`: now the most recently used)
+    assert entries_of(again)[0].loaded
+    for p in cache.rglob("*"):
+        if p.is_file() and p.parent.name != "persist":
+            os.utime(p, (10, 10))  # (the generated sources: older than both, trimmed first)
+    records = sum(os.stat(p).st_blocks * 512 for p in (older, newer))
+    codeload.trim(str(cache), records)  # (trims to 80 % of the cap: one record must go)
+    assert older.exists() and not newer.exists()
+
+
+def _record_name(path) -> str:
+    import marshal
+    held = marshal.loads(path.read_bytes()[len(persist.MAGIC) + 32:])
+    return held["records"][0]["name"]
