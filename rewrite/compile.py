@@ -616,12 +616,6 @@ def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=Non
         facts, reader = guard.tensor_record(params)
         persist = {"code": code, "source": module, "guard": g_source, "guards": guard.ordered,
                    "consts": dict(consts.values), "tensors": facts, "reader": reader, "name": name}
-
-    def make_guard():  # (compiled when first used: see GuardFunction)
-        made = codeload.load("entries", f"guard_{name}", "import torch\n\n" + g_source, {})["___make_guard"](
-            globals_, *values)
-        made.__qualname__ = made.__name__ = f"guard_{name}"
-        return made
     fn = ns["___make_entry"](globals_, *values)
     fn.__qualname__ = fn.__name__ = f"entry_{name}"
     if f_source:
@@ -631,7 +625,21 @@ def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=Non
 
         def first(*args):
             return made(*args, outputs)
-    return GuardFunction(make_guard, g_source, guard.ordered, params, globals_, lazy=True), fn, e_source, first, persist
+    guard_fn = GuardFunction(guard_maker(name, g_source, globals_, values), g_source, guard.ordered, params, globals_,
+                             lazy=True)
+    return guard_fn, fn, e_source, first, persist
+
+
+def guard_maker(name: str, source: str, globals_: dict, values: list):
+    """The function that compiles the guard closure `source` (see GuardCode.closure_source) over
+    the entry's constants `values`, when first needed (see GuardFunction): a traced entry's, or
+    one the persistent cache loaded."""
+    def make_guard():
+        made = codeload.load("entries", f"guard_{name}", "import torch\n\n" + source, {})["___make_guard"](
+            globals_, *values)
+        made.__qualname__ = made.__name__ = f"guard_{name}"
+        return made
+    return make_guard
 
 
 def compile_entry(dispatcher, args) -> Entry:

@@ -48,7 +48,7 @@ import time
 import torch
 
 from . import breaks, codeload, config, locate, logs
-from .compile import Entry, GraphFailure, RngState
+from .compile import Entry, GraphFailure, RngState, guard_maker
 from .guards.codegen import GuardFunction, TensorGuards, tensor_facts
 from .slot import NEXT
 
@@ -456,16 +456,9 @@ def _entry(dispatcher, record: dict, args) -> Entry:
     globals_ = dispatcher.globals
     fn = ns["___make_entry"](globals_, *values)
     fn.__qualname__ = fn.__name__ = f"entry_{record['name']}"
-    guard_source = record["guard"]
-
-    def make_guard():
-        made = codeload.load("entries", f"guard_{record['name']}", "import torch\n\n" + guard_source,
-                             {})["___make_guard"](globals_, *values)
-        made.__qualname__ = made.__name__ = f"guard_{record['name']}"
-        return made
     encoded = record["guards"]
-    guard = GuardFunction(make_guard, guard_source, lambda: decode_guards(encoded) if encoded else [],
-                          dispatcher.params, globals_, lazy=True)
+    guard = GuardFunction(guard_maker(record["name"], record["guard"], globals_, values), record["guard"],
+                          lambda: decode_guards(encoded) if encoded else [], dispatcher.params, globals_, lazy=True)
     entry = Entry(guard, fn, dispatcher.compiles, source=record["source"], reason=record["reason"],
                   ops=record["ops"], where=[tuple(w) for w in record["where"]], raises=record["raises"], loaded=True,
                   graph=record["graph"], graph_break=record["graph_break"],

@@ -131,17 +131,18 @@ def test_modules_load_and_read_their_own_parameters(cache):
     rewrite.jit(other)  # (instances of one class share compiled code: a new process's view of it)
     new_process(dispatcher_of(other.forward))
     assert_same(other(x), expected_other)
-    assert [e.loaded for e in _entries()] == [True]
+    assert [loaded for _, loaded in _loaded()] == [True]
     with torch.no_grad():
         other.fc1.weight.add_(1.0)
     expected_other = type(other).forward(other, x)
     assert_same(other(x), expected_other)  # (a hit: the loaded entry reads the new weights)
-    assert [e.loaded for e in _entries()] == [True]
+    assert [loaded for _, loaded in _loaded()] == [True]
 
 
-def _entries():
+def _loaded() -> list:
+    """(qualname, loaded) of every entry of every function in the process."""
     from rewrite.dispatch import _ALL
-    return [e for d in list(_ALL) for e in d.entries]
+    return [(d.qualname, e.loaded) for d in list(_ALL) for e in d.entries]
 
 
 def _corrupt(path, how):
@@ -402,14 +403,10 @@ def test_graph_breaks_load_with_their_resume_functions(cache, capsys):
         eager_out = capsys.readouterr().out
         assert_same(compiled(v, 3), expected)
         assert capsys.readouterr().out == eager_out
-    loaded = [(d.qualname, e.loaded) for d in _dispatchers_with_entries() for e in d.entries]
+    loaded = _loaded()
     assert ("printing", True) in loaded and any(q.startswith("resume_in_printing") and done for q, done in loaded), \
         loaded
 
-
-def _dispatchers_with_entries():
-    from rewrite.dispatch import _ALL
-    return [d for d in list(_ALL) if d.entries]
 
 
 def indexed_with_dropout(x):
