@@ -9,7 +9,10 @@
         return (relu,)
 
 No GraphModule, no interpreter: one Python function whose statements are the graph's
-nodes, with intermediates deleted after their last use. The source is written to a file
+nodes, with intermediates deleted after their last use. A value used once, by the statement
+right after its own, is written into that statement instead (`relu = torch.relu(x * 2 + y)`):
+the ops run in the same order, the intermediate dies as soon as its user has it, and the
+source -- which Python compiles on every first call -- is a third as long. The source is written to a file
 in the cache directory (see `rewrite.codeload`) so tracebacks land in it.
 """
 from __future__ import annotations
@@ -35,7 +38,15 @@ INPLACE = {operator.iadd: "+=", operator.isub: "-=", operator.imul: "*=", operat
            operator.iand: "&=", operator.ior: "|=", operator.ixor: "^=", operator.ilshift: "<<=",
            operator.irshift: ">>="}
 UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~"}
+# how tightly each operator binds (Python's precedence, loosest first): an inlined expression is
+# parenthesized where it binds looser than the place it goes (see Renderer.operand)
+COMPARISON, UNARY_LEVEL, POWER, PRIMARY = 3, 10, 11, 12
+LEVEL = {**{fn: COMPARISON for fn in (operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge)},
+         operator.or_: 4, operator.xor: 5, operator.and_: 6, operator.lshift: 7, operator.rshift: 7,
+         operator.add: 8, operator.sub: 8, operator.mul: 9, operator.matmul: 9, operator.truediv: 9,
+         operator.floordiv: 9, operator.mod: 9, operator.pow: POWER}
 RESERVED = {"torch", "operator"}
+MAX_NESTING = 6  # values written into one statement at most (a longer chain starts a new one)
 
 
 class Renderer:
@@ -57,6 +68,8 @@ class Renderer:
             while name in avoid or name.startswith("___"):
                 name += "_"
             self.names[n] = name
+        self.inline: dict[torch.fx.Node, str] = {}  # node -> its expression, where its user holds it
+        self._level: dict[torch.fx.Node, int] = {}  # inlined node -> how tightly its expression binds
 
     def const(self, obj) -> str:
         key = id(obj)
@@ -68,7 +81,7 @@ class Renderer:
 
     def arg(self, a) -> str:
         if isinstance(a, torch.fx.Node):
-            return self.names[a]
+            return self.inline.get(a) or self.names[a]
         if isinstance(a, tuple):
             inner = ", ".join(self.arg(x) for x in a)
             return f"({inner},)" if len(a) == 1 else f"({inner})"
@@ -85,6 +98,22 @@ class Renderer:
         if is_literal(a) and not isinstance(a, tuple):
             return repr(a)
         return self.const(a)
+
+    def operand(self, a, level: int = PRIMARY, tie: bool = True) -> str:
+        """`arg(a)` where an operator binding at `level` (or a subscript, an attribute: PRIMARY)
+        applies to it: in parentheses if it binds looser -- or as tightly, where `tie` (the
+        right operand of a left-associative operator, either side of a comparison, the left
+        of `**`). A negative number is parenthesized too (`(-2) ** x`)."""
+        text = self.arg(a)
+        inner = self._level.get(a, PRIMARY) if isinstance(a, torch.fx.Node) else \
+            UNARY_LEVEL if text.startswith("-") else PRIMARY
+        return f"({text})" if inner < level or inner == level and tie and inner != PRIMARY else text
+
+    def _binary(self, t, a) -> str:
+        level = LEVEL[t]
+        left = self.operand(a[0], level, tie=level in (COMPARISON, POWER))
+        right = self.operand(a[1], level, tie=level != POWER)
+        return f"{left} {BINARY[t]} {right}"
 
     def index(self, idx) -> str:
         """A subscript, written as Python writes it: x[1:3, None, ...]."""
@@ -122,32 +151,52 @@ class Renderer:
             return f"{mod}.{name}"
         return self.const(fn)
 
-    def statement(self, node) -> list[str]:
-        """Python lines computing `node` into its name."""
-        out, t, a = self.names[node], node.target, node.args
+    def expression(self, node) -> tuple[str, int] | None:
+        """(The expression computing `node`, how tightly it binds), for a node computed by one
+        expression; None for the others (see statement)."""
+        t, a = node.target, node.args
         if node.op == "call_function":
-            if t is torch._C._set_grad_enabled:  # run for its effect: `with torch.no_grad()` edges
-                return [f"{self.function_ref(t)}({self.arg(a[0])})"]
+            if t is torch._C._set_grad_enabled or t in INPLACE or t is operator.setitem:
+                return None
             if t in BINARY:
-                return [f"{out} = {self.arg(a[0])} {BINARY[t]} {self.arg(a[1])}"]
-            if t in INPLACE:
-                return [f"{out} = {self.arg(a[0])}", f"{out} {INPLACE[t]} {self.arg(a[1])}"]
+                return self._binary(t, a), LEVEL[t]
             if t in UNARY:
-                return [f"{out} = {UNARY[t]}{self.arg(a[0])}"]
+                return f"{UNARY[t]} {self.operand(a[0], UNARY_LEVEL, tie=False)}", UNARY_LEVEL
             if t is operator.getitem:
-                return [f"{out} = {self.arg(a[0])}[{self.index(a[1])}]"]
-            if t is operator.setitem:
-                return [f"{self.arg(a[0])}[{self.index(a[1])}] = {self.arg(a[2])}", f"{out} = None"]
+                return f"{self.operand(a[0])}[{self.index(a[1])}]", PRIMARY
             if t is getattr and is_identifier(a[1]):
-                return [f"{out} = {self.arg(a[0])}.{a[1]}"]
-            return [f"{out} = {self.function_ref(t)}({self.call_args(node)})"]
+                return f"{self.operand(a[0])}.{a[1]}", PRIMARY
+            return f"{self.function_ref(t)}({self.call_args(node)})", PRIMARY
         if node.op == "call_method":
             self_, *rest = node.args
             parts = [self.arg(x) for x in rest] + self.keywords(node.kwargs)
-            return [f"{out} = {attr_expr(self.arg(self_), t)}({', '.join(parts)})"]
+            return f"{attr_expr(self.operand(self_), t)}({', '.join(parts)})", PRIMARY
         if node.op == "get_attr":
             raise NotImplementedError("get_attr nodes: the python backend takes graphs without module state")
         raise NotImplementedError(f"python backend: node kind {node.op}")
+
+    def statement(self, node, expression: tuple[str, int] | None = None) -> list[str]:
+        """Python lines computing `node` into its name (`expression`: its expression, made already)."""
+        out, t, a = self.names[node], node.target, node.args
+        made = expression or self.expression(node)
+        if made is not None:
+            return [f"{out} = {made[0]}"]
+        if t is torch._C._set_grad_enabled:  # run for its effect: `with torch.no_grad()` edges
+            return [f"{self.function_ref(t)}({self.arg(a[0])})"]
+        if t in INPLACE:
+            return [f"{out} = {self.arg(a[0])}", f"{out} {INPLACE[t]} {self.arg(a[1])}"]
+        return [f"{self.arg(a[0])}[{self.index(a[1])}] = {self.arg(a[2])}", f"{out} = None"]  # (setitem)
+
+    def _inlines(self, node, after, nesting: dict) -> bool:
+        """Whether `node` is written into the statement of `after`, the next node: its only user,
+        which reads it once (so `after`'s other operands are names or constants, and the ops
+        still run in the graph's order)."""
+        if after is None or after.op == "output" or len(node.users) != 1 or after not in node.users or \
+                nesting.get(node, 0) >= MAX_NESTING:
+            return False
+        uses = []
+        torch.fx.node.map_arg((after.args, after.kwargs), lambda n: uses.append(n) if n is node else None)
+        return len(uses) == 1
 
     def render(self, fn_name: str = "forward", params=None, result=None, on_error=None) -> str:
         """The function's source. By default it takes the placeholders and returns the output
@@ -160,13 +209,11 @@ class Renderer:
         for n in nodes:
             for inp in n.all_input_nodes:
                 last_use[inp] = n
-        dying: dict[torch.fx.Node, list[str]] = {}
-        for value, user in last_use.items():
-            if value.op != "placeholder" and user.op != "output":
-                dying.setdefault(user, []).append(self.names[value])
         lines = [f"def {fn_name}({', '.join(params)}):"]
         body, end = [], []
-        for n in nodes:
+        nesting: dict[torch.fx.Node, int] = {}  # node -> values written into its statement
+        dying: dict[torch.fx.Node, list[str]] = {}
+        for i, n in enumerate(nodes):
             if n.op == "placeholder":
                 if self.names[n] != self.inputs.get(n, self.names[n]):
                     lines.append(f"    {self.names[n]} = {self.inputs[n]}")
@@ -178,7 +225,16 @@ class Renderer:
                 else:
                     end += ["    " + line for line in result(outs)]
                 continue
-            body += ["    " + s for s in self.statement(n)]
+            made = self.expression(n)
+            after = nodes[i + 1] if i + 1 < len(nodes) else None
+            if made is not None and self._inlines(n, after, nesting):
+                self.inline[n], self._level[n] = made
+                nesting[after] = nesting.get(n, 0) + 1
+                continue
+            body += ["    " + s for s in self.statement(n, made)]
+            for value in n.all_input_nodes:
+                if last_use[value] is n and value.op != "placeholder" and value not in self.inline:
+                    dying.setdefault(n, []).append(self.names[value])
             if n in dying:
                 body.append(f"    del {', '.join(sorted(dying[n]))}")
         if on_error and body:  # the graph's statements only: what follows them must not run twice

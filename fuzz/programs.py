@@ -86,6 +86,9 @@ BINARY = [
     "torch.minimum({a}, {b})", "{a} > {b}", "{a} <= {b}", "{a} == {b}", "{a} != {b}", "{a} & {b}", "{a} | {b}",
     "{a} ^ {b}", "torch.where({a} > 0, {a}, {b})", "torch.where({a} > {b}, {b}, 0)", "torch.add({a}, {b}, alpha=2)",
     "torch.atan2({a}, {b})", "{a} + {k}", "{a} * {k}", "{a} - 0.5", "2 ** {a}", "{a} / ({k} + 1)", "{a} ** {b}",
+    # precedence in generated code: negative constants, operators of one level, chained comparisons
+    "(-2) ** {a}", "(-{k} - 1) ** {a}", "{a} ** -{k}", "-{a} ** 2", "(-{a}) ** 2", "2 ** -{a}",
+    "{a} - ({b} - {a})", "({a} ** 2) ** 0.5", "({a} < {b}) < ({b} > 0)", "{a} // ({b} * -1.5) % 2",
 ]
 REDUCE = [
     "{a}.sum(dim={d}, keepdim={kd})", "{a}.mean(dim={d})", "{a}.amax(dim={d}, keepdim={kd})", "{a}.amin({d})",

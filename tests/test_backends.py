@@ -126,8 +126,41 @@ def test_python_backend_source_is_straight_line_torch():
     compiled = lookup_backend("python")[1](cnt.graphs[0], [])
     assert isinstance(compiled, CompiledGraph)
     source, _ = compiled.source()
-    assert "mul = x * 2" in source and "torch.nn.functional.relu(mul)" in source
+    assert "relu = torch.nn.functional.relu(x * 2)" in source  # (a value used once, by the next line: inlined)
     assert_same(compiled(torch.ones(2))[0], torch.full((2,), 2.0))
+
+
+def _negative_base(x):
+    return (-2) ** x
+
+
+def _levels(x, y):
+    return (x - (y - x)) - (x - y) * -1.5, ((x < y) < (y > 0)).float(), (x ** 2) ** 0.5 - x ** y ** 0.5
+
+
+def _unary(x, y):
+    return -x ** 2 + (-x) ** 2 + 2 ** -x, ~((x > 0) & (y < 1)) | (x == y), (x @ y) @ (x @ y.t()) // 3 % 2
+
+
+def _chain(x):
+    for i in range(20):
+        x = torch.relu(x) * 1.01 if i % 2 else (x + 0.5) * 0.99
+    return x
+
+
+@pytest.mark.parametrize("f", [_negative_base, _levels, _unary, _chain])
+def test_generated_code_keeps_precedence_of_inlined_values_and_negative_constants(f):
+    """The python backend writes a value used once, by the next statement, into it: every
+    operand where Python's precedence needs them in parentheses -- a negative number as the
+    base of `**` (`(-2) ** x` once came out as `-2 ** x`, i.e. `-(2 ** x)`), the right side of
+    `-`, comparisons in comparisons, unary minus under `**` -- on calls after the first (which
+    returns the trace's values) too."""
+    eager = eager_copy(f)
+    compiled = jit(f)
+    for _ in range(3):
+        x, y = torch.rand(4, 4) + 0.5, torch.rand(4, 4) + 0.25
+        args = (x,) if f is _negative_base or f is _chain else (x, y)
+        assert_same(compiled(*args), eager(*args))
 
 
 # -- torch.compile's backends by name and its keywords (issue 30) ------------------------------

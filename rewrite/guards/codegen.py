@@ -143,9 +143,12 @@ def _sources_of(g: Guard) -> list[Source]:
     return [s for s in (getattr(g, "source", None), getattr(g, "other", None)) if isinstance(s, Source)]
 
 
-def _shared_sources(ordered: list[Guard]) -> dict:
-    """Sources read (themselves or as the base of another) by more than one check: named."""
+def _shared_sources(ordered: list[Guard], also=()) -> dict:
+    """Sources read (themselves or as the base of another) by more than one check, or by a
+    check and the entry (`also`: the sources the entry reads its graph inputs from): named."""
     count = collections.Counter()
+    for s in also:
+        count.update((s, *s.bases()))
     for g in ordered:
         sources = _sources_of(g)
         if len(sources) == 1:  # (a source and its bases are distinct: each counted once, in C)
@@ -171,9 +174,15 @@ class GuardCode:
     """A guard set rendered once: the statements of its check (each failing check runs
     `fail`) and the constants they name, to put in the guard closure and in the entry."""
 
-    def __init__(self, groups, consts: Consts, ordered: list[Guard], name: str, checked=()):
+    def __init__(self, groups, consts: Consts, ordered: list[Guard], name: str, checked=(), bound=None):
         self.groups, self.consts, self.ordered, self.name = groups, consts, ordered, name
         self.checked = checked  # (TensorMatch, example) of each tensor torch's checker checks
+        self.bound = bound or {}  # source -> the local the checks bound it to
+
+    def expr(self, source: Source) -> str:
+        """`source` as the entry reads it after the checks passed: through their locals."""
+        with shared_names(self.bound):
+            return source.expr()
 
     def tensor_record(self, params) -> tuple[tuple, str]:
         """For the persistent cache: the facts of each tensor the checker checks, and the source
@@ -198,11 +207,13 @@ class GuardCode:
                 f"    return guard\n")
 
 
-def render_guards(guards: GuardSet, name: str, consts: Consts | None = None) -> GuardCode:
-    """Render `guards` (constants go to `consts`, shared with the entry that inlines them)."""
+def render_guards(guards: GuardSet, name: str, consts: Consts | None = None, reads=()) -> GuardCode:
+    """Render `guards` (constants go to `consts`, shared with the entry that inlines them;
+    `reads`: sources the entry reads after the checks, bound to locals by them where a check
+    reads them too -- a parameter's module path is walked once per call, not twice)."""
     ordered = guards.ordered()
     consts = consts if consts is not None else Consts()
-    names = _shared_sources(ordered)
+    names = _shared_sources(ordered, reads)
     groups: list[tuple[list[str], list[str]]] = []
     bound: set = set()
 
@@ -232,4 +243,4 @@ def render_guards(guards: GuardSet, name: str, consts: Consts | None = None) -> 
         else:
             for g in tensors:
                 emit(lambda g=g: g.checks(consts), used)
-    return GuardCode(groups, consts, ordered, name, checked)
+    return GuardCode(groups, consts, ordered, name, checked, {s: names[s] for s in bound})

@@ -137,6 +137,33 @@ class IdMatch(Guard):
 
 
 @dataclass(frozen=True)
+class ClassAttrMatch(Guard):
+    """`cls.<name>` is the object seen while tracing, for a class the trace pinned an object's
+    type to (a TypeMatch): one check per class however many of its instances the call used --
+    each module's `forward`, looked up on its class."""
+    cls: type
+    name: str
+    obj: object
+    source: Source = None  # (made from the fields: for ordering and messages)
+    priority = 2
+
+    def __post_init__(self):
+        if self.source is None:
+            object.__setattr__(self, "source", _StateSource(f"{self.cls.__qualname__}.{self.name}"))
+
+    def checks(self, c):
+        return [f"{c.ref(self.cls)}.{self.name} is {c.ref(self.obj)}"]
+
+    def read(self, globals_, scope):
+        return getattr(self.cls, self.name)
+
+    def failure(self, value):
+        if value is self.obj:
+            return None
+        return f"{self.source.name()} is not the object seen while tracing ({_short(self.obj)}, now {_short(value)})"
+
+
+@dataclass(frozen=True)
 class AliasMatch(Guard):
     """Two sources held the very same object while tracing (the graph has one input for both)."""
     source: Source

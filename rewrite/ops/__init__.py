@@ -212,6 +212,9 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if not isinstance(fn, ObjectVar):
         raise Unsupported(f"call to {describe(fn)}")
     value = fn.value
+    fast = _fast_route(value, args, kwargs)  # (the common calls: a module, a C function of torch's)
+    if fast is not None:
+        return fast(frame, fn, args, kwargs) if fast is call_module else fast(frame, value, args, kwargs)
     caller = frame.globals.get("__name__") if isinstance(frame.globals, dict) else None
     known, folded = markers.query(value, caller)
     if known:  # torch.compiler.is_compiling() and friends: what they return under a compiler
@@ -373,6 +376,38 @@ def _holds_objects(values) -> bool:
 
 
 _VAR_KINDS = {set: SetVar, frozenset: SetVar, list: ListVar, dict: DictVar, tuple: TupleVar}
+
+
+def _fast_route(value, args, kwargs):
+    """Where `call` sends a call of `value` -- `call_module` or `call_torch` -- for the two kinds
+    that make most calls, found without the walk through the rules before them (for functions,
+    classes, markers, logging, NumPy: none takes a module or a C function of torch's). None: the
+    walk decides. The rules that still apply are asked: a module or function marked disabled or
+    allowed in the graph (both can change between traces), a NumPy array among the arguments;
+    the rest of a C function's route depends on it alone (cached)."""
+    if isinstance(value, torch.nn.Module):
+        if markers.disabled(value) is not None or markers.allowed(value) or log_calls.is_logging(value) or \
+                _has_array(args, kwargs):
+            return None
+        return call_module
+    if type(value) is types.BuiltinFunctionType:
+        op = _C_OPS.get(value)
+        if op is None:  # (a classmethod -- `__self__` a class -- goes the long way: call_class_method)
+            op = _C_OPS[value] = is_torch_callable(value) and not markers.query(value)[0] and \
+                markers.state(value) is None and not contexts.is_torch_context(value) and \
+                not log_calls.is_logging(value) and not numpy_calls.is_numpy(value) and \
+                not isinstance(getattr(value, "__self__", None), type) and trace_rule(value, False) == "op"
+        if op and value not in BUILTINS and value not in instances.OBJECT_SLOTS and value not in OPERATOR_FUNCTIONS \
+                and value not in _UNARY_FUNCTIONS and not markers.allowed(value) and not _has_array(args, kwargs):
+            return call_torch  # (the tables above hold rules of their own for some of torch's: rule(...))
+    return None
+
+
+_C_OPS: dict = {}  # C function -> whether `call` records it with call_torch (see _fast_route)
+
+
+def _has_array(args, kwargs) -> bool:
+    return any(type(a) is ArrayVar for a in args) or bool(kwargs) and any(type(v) is ArrayVar for v in kwargs.values())
 
 
 def _unbound_method(fn, args):

@@ -18,7 +18,7 @@ import torch
 import torch.nn.modules.module as module_globals
 
 from ..errors import Unsupported
-from ..guards.guard import IdMatch, NoHooksMatch, NotInDictMatch
+from ..guards.guard import ClassAttrMatch, IdMatch, NoHooksMatch, NotInDictMatch, TypeMatch
 from ..guards.source import AttrSource
 from ..values.vars import ConstVar, DictVar, ObjectVar, TupleVar, Var
 from .core import CALLS, MODULES, const, plain_slice, python_value
@@ -140,8 +140,9 @@ def _forward_of(frame, var: ObjectVar):
         if not isinstance(fn, types.FunctionType):
             raise Unsupported(f"call to {cls.__qualname__}, whose forward is not a Python function")
         fn_source = AttrSource(AttrSource(var.source, "__class__"), "forward") if var.source else None
-        if fn_source is not None:
-            tracer.guards.add(IdMatch(fn_source, fn))
+        if fn_source is not None:  # (checked on the class: once for all its instances)
+            tracer.guards.add(TypeMatch(var.source, cls))
+            tracer.guards.add(ClassAttrMatch(cls, "forward", fn))
             tracer.guards.add(NotInDictMatch(var.source, "forward"))
     return fn, fn_source
 

@@ -142,6 +142,10 @@ def generic_getattr(frame, var: ObjectVar, name: str, fallback: bool = True) -> 
         deleted = stored is DELETED
         if stored is not None and not deleted:  # written earlier in this trace
             return stored
+    if not raw and not deleted and isinstance(value, torch.nn.Module):
+        found = _module_attr(frame, var, name, source)
+        if found is not None:
+            return found
     if isinstance(value, CONSTANT_OBJECTS) or _type_expression(value):  # torch.finfo(dtype).eps, (int | None).__args__,
         return const(fold(getattr, value, name))  # pattern.search: constants of a constant (their methods fold)
     if context_vars.is_context_var(value) and name in context_vars.METHODS:
@@ -222,6 +226,24 @@ def generic_getattr(frame, var: ObjectVar, name: str, fallback: bool = True) -> 
             raise python_error(AttributeError, f"{type(value).__name__!r} object has no attribute {name!r}")
         missing_attribute(frame, var, name)
     raise Unsupported(f"attribute {name!r} of {describe(var)}")
+
+
+def _module_attr(frame, var: ObjectVar, name: str, source) -> Var | None:
+    """`module.name` where the module's class has no such attribute (the generic lookup below
+    would come to the same, after every other rule): what its `__dict__` holds, else what
+    nn.Module.__getattr__ finds in its parameters, buffers and submodules. None: the class has
+    it, or nothing has (the rules below say what then)."""
+    value = var.value
+    if class_attr(type(value), name) is not _MISSING:
+        return None
+    found = value.__dict__
+    if name in found:
+        return frame.tracer.wrap(found[name], source)
+    for store in ("_parameters", "_buffers", "_modules"):
+        d = found.get(store)
+        if d is not None and name in d:
+            return frame.tracer.wrap(d[name], ModuleAttrSource(var.source, store, name) if var.source else None)
+    return None
 
 
 def _raw_dict(value):

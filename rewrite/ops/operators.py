@@ -31,8 +31,17 @@ UNARY = {"-": operator.neg, "+": operator.pos, "~": operator.invert}
 OPERATOR_FUNCTIONS = {fn: sym for sym, fn in BINARY.items()}
 
 
+NUMBERS = (int, float, bool)
+
+
 def binary(frame, sym: str, a: Var, b: Var) -> Var:
     fn = BINARY[sym]
+    ta, tb = type(a), type(b)  # the common cases first: numbers, tensors and numbers (what the rules below give them)
+    if ta is ConstVar and tb is ConstVar and type(a.value) in NUMBERS and type(b.value) in NUMBERS:
+        return const(fold(fn, a.value, b.value))
+    if sym not in INPLACE and (ta is TensorVar and (tb is TensorVar or tb is ConstVar and type(b.value) in NUMBERS) or
+                               tb is TensorVar and ta is ConstVar and type(a.value) in NUMBERS):
+        return call_function(frame, fn, (a, b), {})
     if isinstance(a, ArrayVar) or isinstance(b, ArrayVar):
         return array_binary(frame, sym, fn, a, b)
     if isinstance(a, SymIntVar) or isinstance(b, SymIntVar):

@@ -147,6 +147,8 @@ def _number_by_value(t: type) -> bool:
 
 def wrap(tracer, value, source):
     t = type(value)
+    if t is types.BuiltinFunctionType and source is None:  # a C function of a trusted module (torch.relu):
+        return ObjectVar(value)  # what _wrap makes of it, without its walk through every other kind
     add = tracer.guards.add if source is not None else (lambda g: None)
     if source is not None and (t in IDENTITY_BEARING or not isinstance(value, SCALARS + IDENTITY + EQUAL_CONSTS +
                                                                         SINGLETONS) and not _number_by_value(t)):

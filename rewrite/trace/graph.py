@@ -96,7 +96,7 @@ class GraphBuilder:
 
     def _input_node(self, source: Source, value):
         """A placeholder for `source`; placeholders go first, in the order inputs were met."""
-        name = self._fresh(re.sub(r"\W+", "_", source.name()).strip("_") or "arg")
+        name = self._fresh(_NON_WORD.sub("_", source.name()).strip("_") or "arg")
         where = self._last_placeholder
         with (self.graph.inserting_after(where) if where else self.graph.inserting_before(None)):
             node = self.graph.placeholder(name)
@@ -438,6 +438,7 @@ def new_node(graph: torch.fx.Graph, kind: str, target, args: tuple, kwargs: dict
 
 
 _CANDIDATES: dict = {}
+_NON_WORD = re.compile(r"\W+")
 _IMMUTABLE_DICT = torch.fx.immutable_collections.immutable_dict()
 _probe = torch.fx.Graph()
 _FAST_NODES = all(hasattr(_probe, a) for a in ("_insert", "_find_nodes_lookup_table", "_len", "_graph_namespace",
