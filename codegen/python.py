@@ -185,7 +185,7 @@ class Renderer:
             return [f"{self.function_ref(t)}({self.arg(a[0])})"]
         if t in INPLACE:
             return [f"{out} = {self.arg(a[0])}", f"{out} {INPLACE[t]} {self.arg(a[1])}"]
-        return [f"{self.arg(a[0])}[{self.index(a[1])}] = {self.arg(a[2])}", f"{out} = None"]  # (setitem)
+        return [f"{self.operand(a[0])}[{self.index(a[1])}] = {self.arg(a[2])}", f"{out} = None"]  # (setitem)
 
     def _inlines(self, node, after, nesting: dict) -> bool:
         """Whether `node` is written into the statement of `after`, the next node: its only user,

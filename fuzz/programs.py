@@ -128,6 +128,9 @@ INPLACE = [
     "{a}.addcmul_({b}, {b}, value=0.5)", "{a}.lerp_({b}, 0.5)", "{a}.pow_(2)", "{a}.floor_()", "torch.sin_({a})",
     "{a}.index_fill_({d}, torch.tensor([0]), {k})", "{a}.copy_({b}.flip(0))", "{a}.add_({a})",
     "F.relu({a}, inplace=True)", "{a}.mul_(2).add_({b})",
+    # writes a schema does not declare: a batch norm in training updates its running statistics
+    "F.batch_norm({b}.reshape(-1, 1).expand(-1, {a}.numel()).float(), {a}.view(-1), torch.ones({a}.numel()), training=True, momentum=0.5)",
+    "torch.batch_norm(torch.rand(3, {a}.numel()), {a}.view(-1), {a}.view(-1).abs() + 1, None, None, True, 0.3, 1e-5, False)",
 ]
 AUGMENTED = [
     "{a} += {b}", "{a} -= {b}", "{a} *= {k}", "{a} /= 2", "{a} += 1", "{a} *= {b}", "{a} //= 2", "{a} |= {b}",

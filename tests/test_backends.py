@@ -148,13 +148,20 @@ def _chain(x):
     return x
 
 
-@pytest.mark.parametrize("f", [_negative_base, _levels, _unary, _chain])
+def _write_into_a_sum(x, y):
+    t = x * 2 + y
+    t[0] = 0  # (t's only use: the write's target is the inlined sum, in parentheses)
+    return x + 1
+
+
+@pytest.mark.parametrize("f", [_negative_base, _levels, _unary, _chain, _write_into_a_sum])
 def test_generated_code_keeps_precedence_of_inlined_values_and_negative_constants(f):
     """The python backend writes a value used once, by the next statement, into it: every
     operand where Python's precedence needs them in parentheses -- a negative number as the
     base of `**` (`(-2) ** x` once came out as `-2 ** x`, i.e. `-(2 ** x)`), the right side of
-    `-`, comparisons in comparisons, unary minus under `**` -- on calls after the first (which
-    returns the trace's values) too."""
+    `-`, comparisons in comparisons, unary minus under `**`, the target of an item assignment
+    (`(x * 2 + y)[0] = 0`; the fuzzer, seed 5452) -- on calls after the first (which returns
+    the trace's values) too."""
     eager = eager_copy(f)
     compiled = jit(f)
     for _ in range(3):

@@ -361,6 +361,32 @@ class LenMatch(Guard):
 
 
 @dataclass(frozen=True)
+class LiteralTupleMatch(Guard):
+    """A tuple of ints, bools, strings and Nones seen while tracing (a module's configuration:
+    a convolution's stride, padding, dilation): the same tuple, item by item of the same types.
+    Three checks where a type, a length and a type and a value per item were 2 + 2n."""
+    source: Source
+    value: tuple
+    priority = 1
+
+    def checks(self, c):
+        e = self.source.expr()
+        types = [c.ref(type(v)) if v is None else type(v).__name__ for v in self.value]
+        types = f"({types[0]},)" if len(types) == 1 else f"({', '.join(types)})"
+        return [f"type({e}) is tuple", f"{e} == {c.ref(self.value)}", f"tuple(map(type, {e})) == {types}"]
+
+    def failure(self, value):
+        if type(value) is not tuple:
+            return f"type({self.source.name()}) is tuple (actual {type(value).__qualname__})"
+        if value != self.value or tuple(map(type, value)) != tuple(map(type, self.value)):
+            return f"{self.source.name()} == {self.value!r} (actual {value!r})"
+        return None
+
+
+LITERAL_ITEMS = (int, bool, str, type(None))  # (items a LiteralTupleMatch checks: repr is exact, == is)
+
+
+@dataclass(frozen=True)
 class ItemsMatch(Guard):
     """A mapping's items, in order, each key and value the very object seen (a
     `functools.singledispatch` registry: its classes and their implementations)."""

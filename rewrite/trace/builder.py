@@ -42,7 +42,8 @@ import torch
 
 from .. import config, logs
 from ..errors import EagerOnce, Unsupported
-from ..guards.guard import AliasMatch, ArrayMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch, TensorMatch, TypeMatch
+from ..guards.guard import (LITERAL_ITEMS, AliasMatch, ArrayMatch, EqualsMatch, IdMatch, KeysMatch, LenMatch,
+                            LiteralTupleMatch, TensorMatch, TypeMatch)
 from ..guards.shapes import DYNAMIC_DIMS, STATIC_DIMS
 from ..guards.source import (ArrayTensorSource, AttrSource, CellContentsSource, DictItemSource, DictKeysSource,
                              ItemSource, LocalSource, ModuleAttrSource, SizeSource, is_literal)
@@ -279,6 +280,10 @@ def _wrap(tracer, value, source, t, add):
             for part in ("start", "stop", "step"):
                 tracer.wrap(getattr(value, part), AttrSource(source, part))
         return ConstVar(value, source)
+    if t is tuple and source is not None and value and all(type(v) in LITERAL_ITEMS for v in value) and \
+            not _argument_int(ItemSource(source, 0)):  # (a module's stride, padding: one guard; not an argument's,
+        add(LiteralTupleMatch(source, value))  # whose ints automatic dynamic may make symbols)
+        return TupleVar([ConstVar(v, ItemSource(source, i)) for i, v in enumerate(value)], source, py_type=t)
     if t is tuple or t is list or t is torch.Size or (issubclass(t, tuple) and hasattr(t, "_fields")) \
             or t.__module__ == "torch.return_types":
         add(TypeMatch(source, t))

@@ -58,13 +58,16 @@ class GraphBuilder:
         if var is not None:
             return var
         storage = _storage(value)
-        # (one sharing memory with an input read before the trace went on copies stays the real
-        # one, as that input: a write into that memory then traces the call again on copies)
-        shares_real = self.copied_lazily and storage in self.input_storages and storage not in self._copies
+        # a trace on copies from the start copies every input; one that went on copies midway
+        # (_copy_written) copies only an input whose memory it copied already -- the others stay
+        # the real ones until an op would write into them (then copied there, by _copy_written,
+        # or the call traced again on copies): a model's parameters, read only, are not copied
+        # because a BatchNorm wrote its running stats
+        copy_now = not self.copied_lazily or storage in self._copies
         if storage is not None:
             self.input_storages.add(storage)
         self.input_ids.add(id(value))
-        if self.clone_inputs and not shares_real:
+        if self.clone_inputs and copy_now:
             copy = input_copy(value, self._copies)
             self._originals[id(copy)] = value
             value = copy
@@ -143,7 +146,7 @@ class GraphBuilder:
                     result = _run(kind, target, real_args, real_kwargs)
         except InputWrite as e:
             first_try = not self.clone_inputs or self.copied_lazily  # (the trace began on the real inputs)
-            if first_try and self._copy_written(e.storage):  # on copies from now on: the op once more
+            if first_try and self._copy_written(e.storages):  # on copies from now on: the op once more
                 return self.call(kind, target, args, kwargs)
             if first_try:  # trace again on copies: the graph will write into the real inputs
                 raise WritesInputs() from None
@@ -158,16 +161,17 @@ class GraphBuilder:
         self.op_count += 1
         return node, result
 
-    def _copy_written(self, storage) -> bool:
-        """An op is about to write into an input's memory, which no op recorded so far has read
-        (a BatchNorm's running stats, written by the op that first reads them): trace on copies of
-        the inputs from here on -- that memory's inputs made copies now, the others as they are
-        first read -- instead of tracing the call again from its start. False where an op read it
-        already (its result may view the real memory), or an op in a `try` was recorded (a graph
-        that writes into its inputs cannot run again eagerly when it fails): then the whole trace
-        runs again on copies."""
+    def _copy_written(self, storages: tuple) -> bool:
+        """An op is about to write into inputs' memory (`storages`), which no op recorded so far
+        has read (a BatchNorm's running stats, written by the op that first reads them): trace on
+        copies of that memory from here on -- its inputs made copies now, and any input read
+        later that views it (see placeholder); other inputs stay the real ones until an op would
+        write into them (then here again) -- instead of tracing the call again from its start.
+        False where an op read it already (its result may view the real memory), or an op in a
+        `try` was recorded (a graph that writes into its inputs cannot run again eagerly when it
+        fails): then the whole trace runs again on copies."""
         hit = [i for i, (_, value, _) in enumerate(self.inputs)
-               if isinstance(value, torch.Tensor) and _storage(value) == storage]
+               if isinstance(value, torch.Tensor) and _storage(value) in storages]
         if not hit or self.ops_in_try or any(self.inputs[i][2].users for i in hit):
             return False
         for i in hit:
@@ -447,9 +451,9 @@ del _probe
 
 
 class InputWrite(Exception):
-    def __init__(self, op: str, storage=None):
+    def __init__(self, op: str, storages: tuple = ()):
         self.op = op
-        self.storage = storage  # (the input memory it would write)
+        self.storages = storages  # (the input memory it would write: all of it, a batch norm's two statistics)
 
 
 def _draws(func, args, kwargs) -> bool:
@@ -461,6 +465,22 @@ def _draws(func, args, kwargs) -> bool:
     at = names.index("dropout_p")
     p = args[at] if at < len(args) else kwargs.get("dropout_p", func._schema.arguments[at].default_value)
     return not (isinstance(p, (int, float)) and p == 0)
+
+
+def _running_stats(func, args, kwargs) -> tuple:
+    """The arguments a batch norm writes in training: its running statistics."""
+    names = [a.name for a in func._schema.arguments]
+    at = names.index("training")
+    training = args[at] if at < len(args) else kwargs.get("training")
+    return ("running_mean", "running_var") if training else ()
+
+
+# ops that write into arguments their schema does not mark as written (`Tensor(a!)`): by the
+# schema's name, the names of the arguments they write on these arguments. (Without it, a
+# BatchNorm in training mode traced on the real inputs updated the real running statistics,
+# and the compiling call's own run of the graph updated them again.)
+UNDECLARED_WRITES = {name: _running_stats for name in (
+    "aten::native_batch_norm", "aten::cudnn_batch_norm", "aten::miopen_batch_norm")}
 
 
 class _InputWriteCheck(TorchDispatchMode):
@@ -492,15 +512,20 @@ class _InputWriteCheck(TorchDispatchMode):
         seeded = torch.Tag.nondeterministic_seeded in func.tags and _draws(func, args, kwargs)
         if seeded:
             self.seeded = True  # a random op: the compiled code draws from the generator
+        undeclared = UNDECLARED_WRITES.get(func._schema.name)
+        inputs = []  # the input memory the op writes
         for i, arg in enumerate(func._schema.arguments):
-            if arg.alias_info is None or not arg.alias_info.is_write:
+            if (arg.alias_info is None or not arg.alias_info.is_write) and \
+                    (undeclared is None or arg.name not in undeclared(func, args, kwargs)):
                 continue
             value = args[i] if i < len(args) else kwargs.get(arg.name)
             for t in value if isinstance(value, (list, tuple)) else (value,):
                 if isinstance(t, torch.Tensor):
                     self.wrote = True
                     if id(t) in self.ids or _storage(t) in self.storages:
-                        raise InputWrite(str(func), _storage(t))
+                        inputs.append(_storage(t))
+        if inputs:
+            raise InputWrite(str(func), tuple(inputs))
         if seeded:
             return self._draw_privately(func, args, kwargs)
         return func(*args, **kwargs)
