@@ -41,7 +41,7 @@ from .ops.instances import made_as_called, new_instance
 from .ops.log_calls import DEFERRED, defer
 from .ops.sets import members
 from .trace.builder import DynamicPolicy
-from .trace.graph import default_generator
+from .trace.graph import default_generator, storage_key as graph_storage
 from .trace.interpreter import Tracer
 from .values.vars import (ArrayVar, BoundVar, ConstVar, DictVar, DictViewVar, ExceptionVar, GradModeVar, IdentityKey,
                           InstanceVar, IteratorVar, ListVar, MethodVar, ObjectVar, PartialVar, ScalarVar, SetVar, SymIntVar,
@@ -575,23 +575,62 @@ def first_call_source(cap: Capture, params, name: str, consts: Consts) -> tuple[
             + "    return first\n"), names[1:]
 
 
-def _first_from_trace(cap: Capture | None, compiled, brk, backend_name) -> bool:
+def _first_from_trace(cap: Capture | None, compiled, brk, backend_name) -> list | None:
     """Whether the compiling call may return what the trace computed: for a backend that runs
     the graph's torch calls as they are (another backend's code runs from the first call on,
     as under torch.compile: what it computes may differ), a whole-frame graph (at a
     break, ops traced past the checkpoint ran too and may have changed its values) that the
-    trace ran on the real inputs, switching no modes (see rerunnable), drawing no random
-    numbers (the trace draws from its own copy of each generator: the call must draw from the
-    real one) and making no log records (the trace makes none), whose outputs the trace holds
-    for real."""
+    trace ran on the real inputs -- or on copies of some that it wrote into, whose contents
+    can be written back (see _write_back) -- switching no modes (see rerunnable), drawing no
+    random numbers (the trace draws from its own copy of each generator: the call must draw
+    from the real one) and making no log records (the trace makes none), whose outputs the
+    trace holds for real. None where it may not; else what to write back first (a list of
+    (real storage, the copy's storage))."""
     if cap is None or compiled is None or brk is not None or backend_name not in GRAD_MODE_AGNOSTIC or \
-            not rerunnable(cap.tracer.graph) or draws(cap.tracer.graph) or makes_logs(cap.tracer.graph):
-        return False
+            draws(cap.tracer.graph) or makes_logs(cap.tracer.graph):
+        return None
+    graph = cap.tracer.graph
+    back = []
+    if not rerunnable(graph):
+        back = _write_back(cap) if graph.clone_inputs and \
+            not any(n.meta.get("mode_switch") for n in graph.graph.nodes) else None
+        if back is None:
+            return None
     for node, value in zip(cap.graph_outputs, cap.output_values):
         if isinstance(value, torch.Tensor) and value.device.type == "meta" and \
                 node.meta.get("device", value.device).type != "meta":
-            return False
-    return True
+            return None
+    return back
+
+
+def _write_back(cap: Capture) -> list | None:
+    """The trace ran on copies of inputs it writes into (a BatchNorm's running statistics; see
+    GraphBuilder._copy_written): the compiling call can still return what it computed if the
+    copies' final contents, written into the real inputs' memory, leave them as eager leaves
+    them -- no copy or original requires grad (the outputs' autograd history would lead to a
+    copy), each copy's sizes, strides, offset and memory size are its original's still (a
+    metadata change, `x.unsqueeze_(0)`, is not written back), and no output is held in a copy's
+    memory (eager returns the input itself). The (real storage, copy's storage) pairs, or None."""
+    graph = cap.tracer.graph
+    pairs, copied = {}, set()
+    for _, value, _ in graph.inputs:
+        if not isinstance(value, torch.Tensor):
+            continue
+        real = graph.original(value)
+        if real is value:
+            continue
+        if real.requires_grad or value.requires_grad or real.shape != value.shape or \
+                real.stride() != value.stride() or real.storage_offset() != value.storage_offset() or \
+                real.untyped_storage().nbytes() != value.untyped_storage().nbytes():
+            return None
+        key = graph_storage(value)
+        copied.add(key)
+        pairs.setdefault(key, (real.untyped_storage(), value.untyped_storage()))
+    for value in cap.output_values:
+        for t in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(t, torch.Tensor) and t.device.type != "meta" and graph_storage(t) in copied:
+                return None
+    return list(pairs.values())
 
 
 def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=None, brk=None, failure=None,
@@ -605,7 +644,8 @@ def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=Non
     phases.done("guards")
     e_source = entry_source(cap, compiled, params, name, consts, guard, miss, brk, failure)
     first, f_source = None, ""
-    if _first_from_trace(cap, compiled, brk, backend_name):
+    back = _first_from_trace(cap, compiled, brk, backend_name)
+    if back is not None:
         f_source, f_names = first_call_source(cap, params, name, consts)
     g_source = guard.closure_source(params)  # (after the entry: it takes every constant too)
     phases.done("codegen")
@@ -627,6 +667,8 @@ def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=Non
         cap.output_values = []
 
         def first(*args):
+            for real, copy in back:  # (what the trace wrote into copies of inputs: theirs now, as eager's)
+                real.copy_(copy)
             return made(*args, outputs)
     guard_fn = GuardFunction(guard_maker(name, g_source, globals_, values), g_source, guard.ordered, params, globals_,
                              lazy=True)

@@ -1,8 +1,10 @@
 """The call that compiles computes its result once: the trace ran every op for real, so with
 a backend that runs the graph's torch calls as they are (python, eager) that call returns
 what the trace computed instead of running the graph again -- unless the trace could not
-stand for the call (it wrote into copies of the inputs, drew random numbers, switched modes,
-or stopped at a graph break). A torch.library custom op counts how often each op really ran."""
+stand for the call (it wrote into copies of the inputs and what it wrote cannot be written
+back, drew random numbers, switched modes, or stopped at a graph break). A torch.library
+custom op counts how often each op really ran."""
+import pytest
 import torch
 
 import rewrite
@@ -114,26 +116,62 @@ def test_grad_mode_the_function_leaves_switched_stays_switched():
         torch.set_grad_enabled(True)
 
 
-def test_calls_the_trace_cannot_stand_for_run_the_graph():
-    def writes(x):
-        x.add_(1)  # the trace wrote into copies: the entry writes into x
-        return counted_double(x)
+def _writes(x):
+    x.add_(1)  # the trace wrote into a copy of x: written back into x
+    return counted_double(x)
 
-    def random(x):
-        return counted_double(x) + torch.rand(x.shape)  # the trace drew from its own generator
 
-    for fn in (writes, random):
-        eager = eager_copy(fn)
-        jit(fn)
-        x = torch.randn(3)
-        e_x, c_x = x.clone(), x.clone()
-        torch.manual_seed(0)
-        expected = eager(e_x)
-        torch.manual_seed(0)
-        out, n = runs(fn, c_x)
-        assert_same(out, expected)
-        assert_same(c_x, e_x)
-        assert n == 2, fn.__name__  # once in the trace, once in the graph
+def _random(x):
+    return counted_double(x) + torch.rand(x.shape)  # the trace drew from its own generator
+
+
+def _reshapes(x):
+    x.unsqueeze_(0)  # a change of x's sizes: not written back
+    return counted_double(x)
+
+
+def _returns_its_input(x):
+    x.mul_(2)  # eager returns x itself: so does the entry (an input, read from the call)
+    counted_double(x)
+    return x
+
+
+def _returns_a_view(x):
+    x.mul_(2)  # eager returns a view of x: the trace's output views the copy
+    return counted_double(x), x[1:]
+
+
+def _writes_under_no_grad(x):
+    with torch.no_grad():
+        x.add_(1)  # x requires grad: the output's history would lead to the copy
+    return counted_double(x.detach()) + x
+
+
+@pytest.mark.parametrize("fn, graph_runs", [(_writes, 1), (_random, 2), (_reshapes, 2), (_returns_its_input, 1),
+                                            (_returns_a_view, 2), (_writes_under_no_grad, 2)])
+def test_calls_the_trace_cannot_stand_for_run_the_graph(fn, graph_runs):
+    """A trace that wrote into copies of its inputs stands for the call when what it wrote can
+    be written back (their contents); a random draw, a change of sizes, an output held in a
+    copy, an input that requires grad run the graph after the trace. Against eager: results,
+    the inputs after, the grad of one that requires it."""
+    eager = eager_copy(fn)
+    jit(fn)
+    x = torch.randn(3, requires_grad=fn is _writes_under_no_grad)
+    e_x, c_x = [x.detach().clone().requires_grad_(x.requires_grad) for _ in range(2)]
+    torch.manual_seed(0)
+    expected = eager(e_x)
+    torch.manual_seed(0)
+    out, n = runs(fn, c_x)
+    assert_same(out, expected)
+    assert_same(c_x.detach(), e_x.detach())
+    if fn is _returns_its_input:
+        assert out is c_x
+    if fn is _returns_a_view:
+        assert out[1]._base is c_x
+    if x.requires_grad:
+        out.sum().backward(), expected.sum().backward()
+        assert_same(c_x.grad, e_x.grad)
+    assert n == graph_runs  # once in the trace (and once in the graph)
 
 
 def test_a_backend_of_the_users_runs_from_the_first_call():

@@ -312,6 +312,9 @@ def _storage(t: torch.Tensor):
         return id(t)
 
 
+storage_key = _storage  # (what compile._write_back compares)
+
+
 def input_copy(value: torch.Tensor, copies: dict) -> torch.Tensor:
     """A copy of an input for the trace to write into, alike in every way the trace can see:
     dtype, shape, strides, storage offset, memory shared with the other inputs' copies,
