@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.fx
+from torch.autograd.graph import increment_version
 
 from . import breaks, codeload, config, handoff, logs, strict
 from .bytecode.resume import exhausted_generator, list_iterator_at, primed, suspended_code
@@ -609,8 +610,11 @@ def _write_back(cap: Capture) -> list | None:
     copies' final contents, written into the real inputs' memory, leave them as eager leaves
     them -- no copy or original requires grad (the outputs' autograd history would lead to a
     copy), each copy's sizes, strides, offset and memory size are its original's still (a
-    metadata change, `x.unsqueeze_(0)`, is not written back), and no output is held in a copy's
-    memory (eager returns the input itself). The (real storage, copy's storage) pairs, or None."""
+    metadata change, `x.unsqueeze_(0)`, is not written back), still over the memory made for it
+    (`x.data = y` moves it), no other input over that memory (two inputs' version counters may
+    be one or two), and no output is held in a copy's memory (eager returns the input itself).
+    Each written-back input's version counter steps as eager's in-place ops step it (autograd
+    checks them). (real storage, copy's storage, the real input, its steps) of each, or None."""
     graph = cap.tracer.graph
     pairs, copied = {}, set()
     for _, value, _ in graph.inputs:
@@ -619,13 +623,14 @@ def _write_back(cap: Capture) -> list | None:
         real = graph.original(value)
         if real is value:
             continue
+        key = graph_storage(value)
         if real.requires_grad or value.requires_grad or real.shape != value.shape or \
                 real.stride() != value.stride() or real.storage_offset() != value.storage_offset() or \
-                real.untyped_storage().nbytes() != value.untyped_storage().nbytes():
+                real.untyped_storage().nbytes() != value.untyped_storage().nbytes() or \
+                not graph.copy_over_own_memory(value) or key in copied:
             return None
-        key = graph_storage(value)
         copied.add(key)
-        pairs.setdefault(key, (real.untyped_storage(), value.untyped_storage()))
+        pairs[key] = (real.untyped_storage(), value.untyped_storage(), real, graph.writes_into_copy(value))
     for value in cap.output_values:
         for t in value if isinstance(value, (tuple, list)) else (value,):
             if isinstance(t, torch.Tensor) and t.device.type != "meta" and graph_storage(t) in copied:
@@ -667,8 +672,10 @@ def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=Non
         cap.output_values = []
 
         def first(*args):
-            for real, copy in back:  # (what the trace wrote into copies of inputs: theirs now, as eager's)
+            for real, copy, tensor, steps in back:  # (what the trace wrote into copies of inputs: theirs now)
                 real.copy_(copy)
+                for _ in range(steps):
+                    increment_version(tensor)
             return made(*args, outputs)
     guard_fn = GuardFunction(guard_maker(name, g_source, globals_, values), g_source, guard.ordered, params, globals_,
                              lazy=True)

@@ -228,3 +228,4 @@ def test_a_batch_norm_in_training_updates_the_real_running_stats_once(fn):
         assert_same(got, eager(*want_args))
         for a, b in zip(got_args, want_args):
             assert_same(a, b)
+            assert a._version == b._version

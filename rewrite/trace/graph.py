@@ -31,6 +31,7 @@ class GraphBuilder:
         self.copied_lazily = False  # the trace began on the real inputs and went on on copies (_copy_written)
         self._copies: dict = {}  # storage of an input -> its copy (inputs sharing memory still do)
         self._originals: dict = {}  # id(copy) -> the input it copies
+        self._copied_at: dict = {}  # id(copy) -> its version counter when made (see writes_into_copy)
         self.graph = torch.fx.Graph()
         self.inputs: list[tuple[Source, torch.Tensor, torch.fx.Node]] = []
         self._by_source: dict[Source, TensorVar] = {}
@@ -50,6 +51,7 @@ class GraphBuilder:
         self._by_source.clear()
         self._copies.clear()
         self._originals.clear()
+        self._copied_at.clear()
 
     # -- inputs ---------------------------------------------------------------------------
 
@@ -70,6 +72,7 @@ class GraphBuilder:
         if self.clone_inputs and copy_now:
             copy = input_copy(value, self._copies)
             self._originals[id(copy)] = value
+            self._copied_at[id(copy)] = copy._version
             value = copy
         node = self._input_node(source, value)
         var = TensorVar(node, value, source)
@@ -178,6 +181,7 @@ class GraphBuilder:
             source, value, node = self.inputs[i]
             copy = input_copy(value, self._copies)
             self._originals[id(copy)] = value
+            self._copied_at[id(copy)] = copy._version
             self._by_source[source].value = copy
             self.inputs[i] = (source, copy, node)
             node.meta["example_value"] = copy
@@ -209,6 +213,17 @@ class GraphBuilder:
     def original(self, value: torch.Tensor) -> torch.Tensor:
         """The caller's tensor a graph input's example value stands for."""
         return self._originals.get(id(value), value)
+
+    def copy_over_own_memory(self, copy: torch.Tensor) -> bool:
+        """Whether a copy of an input still views the memory made for it (`x.data = y`,
+        `x.set_(y)` move a tensor to other memory)."""
+        made = self._copies.get(_storage(self.original(copy)))
+        return made is not None and _storage(copy) == made._cdata
+
+    def writes_into_copy(self, copy: torch.Tensor) -> int:
+        """How many in-place ops the trace ran on a copy of an input (its version counter's
+        steps since it was made): what eager's ops add to the input's own."""
+        return copy._version - self._copied_at.get(id(copy), copy._version)
 
     def int_node(self, kind: str, target, args: tuple, value: int):
         """A node computing a Python int from sizes (`x.size(0)`, `a * b`); not counted as an op."""
