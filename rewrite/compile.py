@@ -32,7 +32,7 @@ from .errors import (BackendCompilerFailed, EagerOnce, RaisesEagerly, Unsupporte
                      WritesInputs)
 from .guards.codegen import GuardCode, GuardFunction, GuardSet, render_guards
 from .guards.guard import Consts, UnaliasedMatch
-from .guards.source import GLOBALS, BaseCopySource, Source, attr_expr, comment, param_name
+from .guards.source import GLOBALS, ArrayTensorSource, BaseCopySource, Source, attr_expr, comment, param_name
 from .ops.arrays import NDARRAY, NUMPY_SCALAR, read_only
 from .ops.builtins import TracedId
 from .ops.contexts import Enter, grad_mode_state, unwind
@@ -617,12 +617,14 @@ def _write_back(cap: Capture) -> list | None:
     checks them). (real storage, copy's storage, the real input, its steps) of each, or None."""
     graph = cap.tracer.graph
     pairs, copied = {}, set()
-    for _, value, _ in graph.inputs:
+    for source, value, _ in graph.inputs:
         if not isinstance(value, torch.Tensor):
             continue
         real = graph.original(value)
         if real is value:
             continue
+        if isinstance(source, ArrayTensorSource):  # (a NumPy array's memory: the entry writes it its own way)
+            return None
         key = graph_storage(value)
         if real.requires_grad or value.requires_grad or real.shape != value.shape or \
                 real.stride() != value.stride() or real.storage_offset() != value.storage_offset() or \

@@ -192,3 +192,26 @@ def test_a_backend_of_the_users_runs_from_the_first_call():
     x = torch.randn(3)
     assert_same(f(x), eager(x))
     assert seen == [1]
+
+
+def test_a_resume_function_writing_into_an_array_passed_to_it():
+    """At a graph break, a NumPy array over an input's memory goes to the resume function as an
+    input of its own; a write into it there is the entry's to make (not written back from the
+    trace's copy: it was made twice, the fuzzer's numpy family, seed 5474). Against eager:
+    results and the input after, four calls over three shapes."""
+    def f(x):
+        o = x.detach().numpy()
+        if x.float().sum() > 0:  # (a graph break: the rest is a resume function's)
+            x = x * 2
+        o += 1
+        return o, x
+
+    eager = eager_copy(f)
+    jit(f)
+    for shape in ((0, 0), (0, 0), (2, 5), (3, 6)):  # (empty first: other sizes recompile)
+        a = torch.randn(shape)
+        b = a.clone()
+        got, want = f(a), eager(b)
+        assert (got[0] == want[0]).all() and got[0].dtype == want[0].dtype
+        assert_same(got[1], want[1])
+        assert_same(a, b)
