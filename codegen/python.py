@@ -12,8 +12,8 @@ No GraphModule, no interpreter: one Python function whose statements are the gra
 nodes, with intermediates deleted after their last use. A value used once, by the statement
 right after its own, is written into that statement instead (`relu = torch.relu(x * 2 + y)`):
 the ops run in the same order, the intermediate dies as soon as its user has it, and the
-source -- which Python compiles on every first call -- is a third as long. The source is written to a file
-in the cache directory (see `rewrite.codeload`) so tracebacks land in it.
+source -- which Python compiles on every first call -- is a third as long. The source is
+written to a file in the cache directory (see `rewrite.codeload`) so tracebacks land in it.
 """
 from __future__ import annotations
 

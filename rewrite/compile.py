@@ -329,15 +329,16 @@ def call_backend(cap: Capture, backend_name: str, backend, name: str):
     return gm, compiled
 
 
-def rerunnable(graph, redraws: bool = True, if_logs_wait: bool = False) -> bool:
+def rerunnable(graph, redraws: bool = True, if_logs_wait: bool = False, copies: bool = False) -> bool:
     """Whether the call can run again eagerly after the graph raised part-way: the graph
     changed nothing before (no writes into inputs, no log records made, no mode switches other
     than grad mode, which the entry puts back). Random draws do not stop it where the backend
     `redraws` (an entry that may run its call again puts the generators back first: `RngState`;
     a CUDA-graph backend keeps its own generator state, which that would not rewind); log
     records do not where they wait for the graph's end (`_defer_logs`; `if_logs_wait`: were
-    they made to)."""
-    return not graph.clone_inputs and not any(
+    they made to); writes into inputs do not where the caller writes the trace's copies back
+    (`copies`: see _write_back)."""
+    return (copies or not graph.clone_inputs) and not any(
         n.meta.get("outward") and not (if_logs_wait or n.meta.get("deferred")) or n.meta.get("mode_switch") or
         not redraws and n.meta.get("seeded") for n in graph.graph.nodes)  # (mode_switch: entering autocast, ...)
 
@@ -591,12 +592,9 @@ def _first_from_trace(cap: Capture | None, compiled, brk, backend_name) -> list 
             draws(cap.tracer.graph) or makes_logs(cap.tracer.graph):
         return None
     graph = cap.tracer.graph
-    back = []
-    if not rerunnable(graph):
-        back = _write_back(cap) if graph.clone_inputs and \
-            not any(n.meta.get("mode_switch") for n in graph.graph.nodes) else None
-        if back is None:
-            return None
+    back = _write_back(cap) if graph.clone_inputs else []
+    if back is None or not rerunnable(graph, copies=True):
+        return None
     for node, value in zip(cap.graph_outputs, cap.output_values):
         if isinstance(value, torch.Tensor) and value.device.type == "meta" and \
                 node.meta.get("device", value.device).type != "meta":
@@ -699,10 +697,10 @@ def guard_maker(name: str, source: str, globals_: dict, values: list):
 def compile_entry(dispatcher, args) -> Entry:
     """Trace one call and build its cache entry (or a guarded fallback entry on Unsupported);
     then the trace lets go of the call's values (`Tracer.release`). The cyclic garbage collector
-    waits meanwhile (see gc_paused)."""
+    waits meanwhile (see _GcPause)."""
     traced: list = []
     try:
-        with gc_paused():
+        with GC_PAUSE:
             return _compile_entry(dispatcher, args, traced)
     finally:
         for tracer in traced:
@@ -710,7 +708,7 @@ def compile_entry(dispatcher, args) -> Entry:
 
 
 class _GcPause:
-    """`with gc_paused():` -- no cyclic collection while a compile runs (in any thread). A trace
+    """`with GC_PAUSE:` -- no cyclic collection while a compile runs (in any thread). A trace
     makes tens of thousands of objects that live until it ends; each collection the allocations
     set off walks them all, and in a process holding a large heap (a model, torch.compile's
     state) each costs more than the objects it could free: 10 % of a GPT's first call. What
@@ -737,11 +735,7 @@ class _GcPause:
                 gc.enable()
 
 
-_GC_PAUSE = _GcPause()
-
-
-def gc_paused() -> _GcPause:
-    return _GC_PAUSE
+GC_PAUSE = _GcPause()
 
 
 class Phases:
