@@ -46,7 +46,7 @@ LEVEL = {**{fn: COMPARISON for fn in (operator.lt, operator.le, operator.eq, ope
          operator.add: 8, operator.sub: 8, operator.mul: 9, operator.matmul: 9, operator.truediv: 9,
          operator.floordiv: 9, operator.mod: 9, operator.pow: POWER}
 RESERVED = {"torch", "operator"}
-MAX_NESTING = 6  # values written into one statement at most (a longer chain starts a new one)
+MAX_NESTING = 6
 
 
 class Renderer:
@@ -80,6 +80,11 @@ class Renderer:
         return self._const_ids[key]
 
     def arg(self, a) -> str:
+        t = type(a)
+        if t is torch.fx.Node:
+            return self.inline.get(a) or self.names[a]
+        if t is int or t is bool or t is float and math.isfinite(a):
+            return repr(a)
         if isinstance(a, torch.fx.Node):
             return self.inline.get(a) or self.names[a]
         if isinstance(a, tuple):
@@ -106,7 +111,7 @@ class Renderer:
         of `**`). A negative number is parenthesized too (`(-2) ** x`)."""
         text = self.arg(a)
         inner = self._level.get(a, PRIMARY) if isinstance(a, torch.fx.Node) else \
-            UNARY_LEVEL if text.startswith("-") else PRIMARY
+            UNARY_LEVEL if text[:1] == "-" else PRIMARY
         return f"({text})" if inner < level or inner == level and tie and inner != PRIMARY else text
 
     def _binary(self, t, a) -> str:
@@ -194,6 +199,15 @@ class Renderer:
         if after is None or after.op == "output" or len(node.users) != 1 or after not in node.users or \
                 nesting.get(node, 0) >= MAX_NESTING:
             return False
+        if not after.kwargs:  # (flat arguments, most ops': counted without the walk)
+            uses = 0
+            for a in after.args:
+                if a is node:
+                    uses += 1
+                elif type(a) in (tuple, list, dict, slice):
+                    break
+            else:
+                return uses == 1
         uses = []
         torch.fx.node.map_arg((after.args, after.kwargs), lambda n: uses.append(n) if n is node else None)
         return len(uses) == 1

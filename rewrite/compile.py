@@ -42,7 +42,7 @@ from .ops.instances import made_as_called, new_instance
 from .ops.log_calls import DEFERRED, defer
 from .ops.sets import members
 from .trace.builder import DynamicPolicy
-from .trace.graph import default_generator, storage_key as graph_storage
+from .trace.graph import default_generator, example_values, storage_key as graph_storage
 from .trace.interpreter import Tracer
 from .values.vars import (ArrayVar, BoundVar, ConstVar, DictVar, DictViewVar, ExceptionVar, GradModeVar, IdentityKey,
                           InstanceVar, IteratorVar, ListVar, MethodVar, ObjectVar, PartialVar, ScalarVar, SetVar, SymIntVar,
@@ -307,6 +307,8 @@ def call_backend(cap: Capture, backend_name: str, backend, name: str):
     if not cap.graph_outputs and all(n.op in ("placeholder", "output") for n in graph.graph.nodes):
         return None, None
     try:
+        if backend_name != "python":  # (the python backend reads no example values: see graph._describe)
+            example_values(graph.graph)
         given = handoff.Handoff(graph) if handoff.needed(backend) else None  # (before the module:
         gm = GraphModule(torch.nn.Module(), graph.graph)  # it adds graph inputs)
         gm._rewrite_name = name
@@ -699,12 +701,12 @@ def compile_entry(dispatcher, args) -> Entry:
     then the trace lets go of the call's values (`Tracer.release`). The cyclic garbage collector
     waits meanwhile (see _GcPause)."""
     traced: list = []
-    try:
-        with GC_PAUSE:
+    with GC_PAUSE:  # (the trace let go of first: the collection that follows walks what stays)
+        try:
             return _compile_entry(dispatcher, args, traced)
-    finally:
-        for tracer in traced:
-            tracer.release()
+        finally:
+            for tracer in traced:
+                tracer.release()
 
 
 class _GcPause:

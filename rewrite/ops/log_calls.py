@@ -112,7 +112,8 @@ def defer(graph) -> bool:
     """Make the log nodes of `graph` (a torch.fx.Graph) wait for its end, where none logs a
     tensor (its values may change before the end); whether they do."""
     nodes = [n for n in graph.nodes if n.meta.get("outward")]
-    if any(isinstance(i.meta.get("example_value"), torch.Tensor) for n in nodes for i in n.all_input_nodes):
+    if any("facts" in i.meta or isinstance(i.meta.get("example_value"), torch.Tensor)  # (a tensor: trace.graph._describe)
+           for n in nodes for i in n.all_input_nodes):
         return False
     for n in nodes:
         n.args, n.target, n.meta["deferred"] = (n.target, *n.args), deferred_log, True

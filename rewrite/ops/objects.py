@@ -75,6 +75,10 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
             return hooked_getattr(frame, var, name, hook)
         return generic_getattr(frame, var, name)
     tracer = frame.tracer
+    if not tracer.side_effects.stores and type(value) is types.ModuleType:
+        known = tracer.module_reads.get((id(value), name))
+        if known is not None:  # (read before, and nothing written since: see Tracer.module_reads)
+            return known
     source = AttrSource(var.source, name) if var.source is not None else None
     if source is not None:
         stored = tracer.side_effects.load(source, location(value, name))
@@ -91,7 +95,10 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
             kind = markers.state(getter) if getter is not None else None
             if kind is not None:  # torch.backends.cudnn.allow_tf32: a flag read through the module's class
                 return read_state(frame, getter, kind, [], {})
-            return tracer.wrap(attr, None)  # torch, math, ...: taken as constants, as Dynamo does
+            read = tracer.wrap(attr, None)  # torch, math, ...: taken as constants, as Dynamo does
+            if type(value) is types.ModuleType and type(read) is ObjectVar:
+                tracer.module_reads[(id(value), name)] = read
+            return read
         return tracer.wrap(attr, source)
     if name in CLASS_METADATA:
         return const(getattr(value, name))

@@ -405,34 +405,38 @@ def _may_raise_on_values(node, target, name, args, kwargs) -> bool:
 
 
 def _record(frame, kind, target, args, kwargs, name) -> Var:
-    graph = frame.tracer.graph
+    tracer = frame.tracer
+    graph = tracer.graph
     in_try = frame.in_try()
     if in_try and graph.clone_inputs:
         raise Unsupported(f"{name} inside try/except in a function that writes into its inputs")
-    if in_try and frame.tracer.open_contexts:
-        raise Unsupported(f"{name} inside try/except and inside {frame.tracer.open_contexts[-1].kind}")
-    dd = next((t.node.meta["data_dependent_shape"] for t in _tensors(args, kwargs)
-               if t.node.meta.get("data_dependent_shape")), None)
+    if in_try and tracer.open_contexts:
+        raise Unsupported(f"{name} inside try/except and inside {tracer.open_contexts[-1].kind}")
+    dd = None
+    for t in _tensor_args(args, kwargs):
+        dd = t.node.meta.get("data_dependent_shape")
+        if dd:
+            break
     if dd is None:
         dd = _shape_from_data(kind, target, name, args, kwargs)
         if dd is not None and not config.get("capture_dynamic_output_shape_ops"):
             raise Unsupported(f"{dd}: the output's shape depends on data, and config.capture_dynamic_output_shape_ops "
                               "is off", "set rewrite.config.capture_dynamic_output_shape_ops = True to record it")
     graph.ops_in_try = graph.ops_in_try or in_try  # (no switch to copies midway: see GraphBuilder._copy_written)
-    node, result = graph.call(kind, target, tuple(args), dict(kwargs))
-    if _may_raise_on_values(node, target, name, args, kwargs):
+    node, result = graph.call(kind, target, tuple(args), dict(kwargs) if kwargs else {})
+    if (name in VALUE_ERRORS or type(name) is not str) and _may_raise_on_values(node, target, name, args, kwargs):
         node.meta["may_raise"] = True
     if in_try:
         # an op may fail on later data where eager's `except` would see it: the entry runs the
         # whole call eagerly if the graph raises -- so nothing before may have changed anything
         # (random draws aside: the entry puts the generators back first, compile.RngState)
-        frame.tracer.ops_in_try = True
+        tracer.ops_in_try = True
     if name in CREATION or _float_meets_integer_tensor(args, kwargs):
-        frame.tracer.read_default_dtype()
+        tracer.read_default_dtype()
     if dd is not None and isinstance(result, (tuple, list)):
         raise Unsupported(f"{name} of a tensor whose shape depends on data: the number of results does too")
     var = graph.wrap_result(node, result)
-    if frame.tracer.shape_env:  # some sizes are symbols: the outputs' sizes follow
+    if tracer.shape_env:  # some sizes are symbols: the outputs' sizes follow
         from .shape_rules import propagate  # (deferred: sympy, imported with the first symbolic size)
         propagate(frame.tracer.shape_env, name if isinstance(name, str) else getattr(name, "__name__", ""),
                   args, kwargs, var)
@@ -444,16 +448,20 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
 
 def _float_meets_integer_tensor(args, kwargs) -> bool:
     """A Python float or complex next to an integer tensor: the result dtype is the default dtype."""
-    has_float = integer = False
-    for v in (*args, *kwargs.values()):
-        if type(v) is ConstVar:
-            has_float = has_float or type(v.value) in (float, complex)
-        elif type(v) is TensorVar:
+    values = (*args, *kwargs.values()) if kwargs else args
+    for v in values:
+        if type(v) is ConstVar and type(v.value) in (float, complex):
+            break
+    else:
+        return False
+    integer = False
+    for v in values:
+        if type(v) is TensorVar:
             integer = integer or not v.value.dtype.is_floating_point and not v.value.dtype.is_complex
         elif isinstance(v, (TupleVar, ListVar, DictVar)):  # (tensors inside: the whole walk)
             integer = integer or any(not t.value.dtype.is_floating_point and not t.value.dtype.is_complex
                                      for t in _tensors([v], {}))
-    return has_float and integer
+    return integer
 
 
 def _shape_from_data(kind, target, name, args, kwargs) -> str | None:
@@ -488,6 +496,20 @@ def _bool_mask_index(target, args) -> bool:
     index = args[1]
     items = index.items if isinstance(index, (TupleVar, ListVar)) else [index]
     return any(isinstance(i, TensorVar) and i.value.dtype in (torch.bool, torch.uint8) for i in items)
+
+
+def _tensor_args(args, kwargs):
+    """The TensorVars among an op's arguments, inside its containers too (as `_tensors`
+    yields them): where every argument is a tensor or a constant, without the walk."""
+    if kwargs:
+        return _tensors(args, kwargs)
+    found = []
+    for a in reversed(args):
+        if type(a) is TensorVar:
+            found.append(a)
+        elif type(a) is not ConstVar:
+            return _tensors(args, kwargs)
+    return found
 
 
 def _tensors(args, kwargs):

@@ -9,11 +9,13 @@ from __future__ import annotations
 import operator
 import re
 import types
+import warnings
 import weakref
 
 import numpy
 import torch
 import torch.fx
+import torch.fx.graph as _fx_graph
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..errors import Unsupported, UserError, WritesInputs
@@ -42,7 +44,7 @@ class GraphBuilder:
         self._last_placeholder = None
         self.input_ids: set[int] = set()
         self._write_check = _InputWriteCheck(self.input_storages, self.input_ids)
-        self._real_of = weakref.WeakValueDictionary()  # node -> the real tensor it computed, while it lives
+        self._real_of: dict = {}  # node -> a weak reference to the real tensor it computed
         self.shape_env = None  # the trace's ShapeEnv, once an input has a symbolic size (see `symbolic_sizes`)
 
     def release(self) -> None:
@@ -52,6 +54,7 @@ class GraphBuilder:
         self._copies.clear()
         self._originals.clear()
         self._copied_at.clear()
+        self._real_of.clear()
 
     # -- inputs ---------------------------------------------------------------------------
 
@@ -112,7 +115,7 @@ class GraphBuilder:
         node.meta["source"] = source
         self.inputs.append((source, value, node))
         if isinstance(value, torch.Tensor):
-            self._real_of[node] = value
+            self._real_of[node] = weakref.ref(value)
         return node
 
     def is_input_memory(self, t: torch.Tensor) -> bool:
@@ -121,7 +124,8 @@ class GraphBuilder:
 
     def var_of(self, node) -> TensorVar:
         """A TensorVar for a node whose tensor is still alive (what a higher-order op's body read)."""
-        value = self._real_of.get(node)
+        ref = self._real_of.get(node)
+        value = ref() if ref is not None else None
         if value is None:
             raise Unsupported("a value a higher-order op's body reads that is not a tensor")
         return TensorVar(node, value)
@@ -138,11 +142,13 @@ class GraphBuilder:
     # -- ops --------------------------------------------------------------------------------
     def call(self, kind: str, target, args: tuple, kwargs: dict):
         """Run `target` on the real values and record it. Returns (node, real result)."""
-        real_args, fx_args = _split(args)
+        real_args, fx_args, plain = _split(args)
         real_kwargs, fx_kwargs = (_real(kwargs), _fx(kwargs)) if kwargs else ({}, {})
-        self._write_check.seeded = self._write_check.wrote = False
+        check = self._write_check
+        check.seeded = check.wrote = False
         try:
-            if self._pure(kind, target, real_args, real_kwargs):  # (writes nothing, draws nothing)
+            if (target in PURE_METHODS if kind == "call_method" else target in PURE_FUNCTIONS) and \
+                    (plain and not kwargs or self._pure(real_args, real_kwargs)):  # (writes nothing, draws nothing)
                 result = _run(kind, target, real_args, real_kwargs)
             else:
                 with self._write_check:
@@ -158,8 +164,9 @@ class GraphBuilder:
             raise UserError(e) from e
         node = new_node(self.graph, kind, target, fx_args, fx_kwargs)
         _describe(node, result)
-        node.meta["seeded"] = self._write_check.seeded
-        node.meta["writes"] = self._write_check.wrote  # what backends reorder by (codegen/schedule.py)
+        meta = node.meta
+        meta["seeded"] = check.seeded
+        meta["writes"] = check.wrote  # what backends reorder by (codegen/schedule.py)
         self._created.append(node)
         self.op_count += 1
         return node, result
@@ -185,20 +192,16 @@ class GraphBuilder:
             self._by_source[source].value = copy
             self.inputs[i] = (source, copy, node)
             node.meta["example_value"] = copy
-            self._real_of[node] = copy
+            self._real_of[node] = weakref.ref(copy)
         self.clone_inputs = self.copied_lazily = True
         return True
 
     @staticmethod
-    def _pure(kind: str, target, args: tuple, kwargs: dict) -> bool:
-        """Whether an op may run without the write check: one that neither writes nor draws
-        (`PURE_FUNCTIONS`, `PURE_METHODS`: no `out=`, no `inplace=True`) on plain tensors (or
-        parameters: their ops are Tensor's) -- it can write into no input, whichever it reads."""
-        if kind == "call_method":
-            if target not in PURE_METHODS:
-                return False
-        elif target not in PURE_FUNCTIONS:
-            return False
+    def _pure(args: tuple, kwargs: dict) -> bool:
+        """Whether an op that neither writes nor draws (`PURE_FUNCTIONS`, `PURE_METHODS`) may
+        run without the write check on these arguments: no `out=`, no `inplace=True`, plain
+        tensors (or parameters: their ops are Tensor's) -- it can write into no input, whichever
+        it reads. (`_split` finds that of tensors and constants without this walk.)"""
         if kwargs and (kwargs.get("out") is not None or kwargs.get("inplace")):
             return False
         for a in args:
@@ -259,7 +262,7 @@ class GraphBuilder:
     def wrap_result(self, node, result) -> Var:
         """A Var for an op's result: tensors become TensorVars, sequences of them TupleVars."""
         if isinstance(result, torch.Tensor):
-            self._real_of[node] = result
+            self._real_of[node] = weakref.ref(result)
             return TensorVar(node, result)
         if result is None:  # an op run for its effect (x[i] = v)
             return ConstVar(None)
@@ -273,7 +276,7 @@ class GraphBuilder:
                     _describe(item, r)
                     item.meta["writes"] = False
                     self._created.append(item)
-                    self._real_of[item] = r
+                    self._real_of[item] = weakref.ref(r)
                     items.append(TensorVar(item, r))
             if isinstance(result, list):
                 return ListVar(items)
@@ -446,12 +449,14 @@ def new_node(graph: torch.fx.Graph, kind: str, target, args: tuple, kwargs: dict
     try:
         candidate = _CANDIDATES.get(target)
     except TypeError:  # (an unhashable target: named each time, as torch names it)
-        candidate = graph._target_to_str(target)
+        candidate = (graph._target_to_str(target), False)
     if candidate is None:
-        candidate = _CANDIDATES[target] = graph._target_to_str(target)
-    name = graph._graph_namespace.create_name(candidate, None)
+        name = graph._target_to_str(target)
+        candidate = _CANDIDATES[target] = (name, _plain_name(name))
+    namespace = graph._graph_namespace
+    name = _next_name(namespace, candidate[0]) if candidate[1] else namespace.create_name(candidate[0], None)
     node = torch.fx.Node(graph, name, kind, target, args, kwargs or _IMMUTABLE_DICT, None)
-    graph._graph_namespace.associate_name_with_obj(name, node)
+    namespace.associate_name_with_obj(name, node)
     graph._insert(node)
     graph._find_nodes_lookup_table.insert(node)
     graph._len += 1
@@ -459,12 +464,36 @@ def new_node(graph: torch.fx.Graph, kind: str, target, args: tuple, kwargs: dict
 
 
 
-_CANDIDATES: dict = {}
+def _plain_name(candidate: str) -> bool:
+    """Whether torch's namespace takes `candidate` as a name's base as it is: an identifier
+    with no numeric suffix that shadows no builtin or keyword (`add`, `relu`: most ops')."""
+    match = _fx_graph._name_regex.match(candidate)
+    return match is not None and match.group(2) is None and candidate not in _fx_graph._illegal_names
+
+
+def _next_name(namespace, base: str) -> str:
+    """`namespace.create_name(base, None)` for a plain base (see _plain_name): the base
+    itself, then base_1, base_2, ... -- the names torch gives, without its parse of the
+    candidate each time."""
+    used = namespace._used_names
+    num = namespace._base_count.get(base, 0)
+    name = base
+    while name in used:
+        num += 1
+        name = f"{base}_{num}"
+    used.add(name)
+    namespace._base_count[base] = num
+    return name
+
+
+_CANDIDATES: dict = {}  # op target -> (the base of its nodes' names, whether that is plain: _plain_name)
 _NON_WORD = re.compile(r"\W+")
 _IMMUTABLE_DICT = torch.fx.immutable_collections.immutable_dict()
 _probe = torch.fx.Graph()
 _FAST_NODES = all(hasattr(_probe, a) for a in ("_insert", "_find_nodes_lookup_table", "_len", "_graph_namespace",
-                                                 "_target_to_str")) and _probe.owning_module is None
+                                                 "_target_to_str")) and _probe.owning_module is None and \
+    all(hasattr(_probe._graph_namespace, a) for a in ("_used_names", "_base_count")) and \
+    hasattr(_fx_graph, "_name_regex") and hasattr(_fx_graph, "_illegal_names")
 del _probe
 
 
@@ -620,34 +649,70 @@ def _flat(args, kwargs):
 
 
 def _describe(node, result) -> None:
-    """What backends read of an op's result: for a tensor, a shadow on the meta device (sizes,
-    strides, dtype, requires_grad; its device in meta["device"]), so the trace holds no
-    intermediate: each dies when the traced code lets go of it, as in eager (the first call
-    of a long chain of ops on big tensors would otherwise hold all of them at once)."""
+    """What backends read of an op's result. For a strided tensor, its facts (sizes, strides,
+    dtype, requires_grad, device: meta["facts"]), from which `example_values` makes a shadow on
+    the meta device for the backends that read one -- so the trace holds no intermediate: each
+    dies when the traced code lets go of it, as in eager (the first call of a long chain of ops
+    on big tensors would otherwise hold all of them at once); the python backend reads none,
+    and pays for none. Anything else (a tensor of a kind the meta device does not hold): the
+    value itself, in meta["example_value"]."""
+    if isinstance(result, torch.Tensor) and result.layout is torch.strided and \
+            (_ON_META.get(result.dtype) or _on_meta(result.dtype)):
+        device = result.device
+        if device.type != "meta":
+            node.meta["facts"] = (result.shape, result.stride(), result.dtype, result.requires_grad, device)
+            return
     node.meta["example_value"] = result
-    if isinstance(result, torch.Tensor) and result.layout is torch.strided and result.device.type != "meta":
-        try:
-            node.meta["example_value"] = torch.empty_strided(result.shape, result.stride(), dtype=result.dtype,
-                                                             device="meta", requires_grad=result.requires_grad)
-            node.meta["device"] = result.device
-        except Exception:  # (a dtype or tensor kind the meta device does not have: the value itself)
-            pass
 
 
-def _split(args: tuple) -> tuple[tuple, tuple]:
-    """(`_real(args)`, `_fx(args)`) in one pass where every argument is a tensor or a plain
-    constant (most ops' arguments); else the two walks."""
+def example_values(graph: torch.fx.Graph) -> None:
+    """Give each node `_describe` left facts its shadow on the meta device (meta["example_value"],
+    its device in meta["device"]): what backends from torch's world read."""
+    for node in graph.nodes:
+        facts = node.meta.get("facts")
+        if facts is not None and "example_value" not in node.meta:
+            shape, stride, dtype, requires_grad, device = facts
+            node.meta["example_value"] = torch.empty_strided(shape, stride, dtype=dtype, device="meta",
+                                                             requires_grad=requires_grad)
+            node.meta["device"] = device
+
+
+def _on_meta(dtype) -> bool:
+    """Whether a tensor on the meta device can have `dtype` (asked once per dtype)."""
+    known = _ON_META.get(dtype)
+    if known is None:
+        with warnings.catch_warnings():  # (quantized and complex-half dtypes warn when made)
+            warnings.simplefilter("ignore")
+            try:
+                torch.empty(0, dtype=dtype, device="meta")
+                known = True
+            except Exception:
+                known = False
+        _ON_META[dtype] = known
+    return known
+
+
+_ON_META: dict = {}
+
+
+def _split(args: tuple) -> tuple[tuple, tuple, bool]:
+    """(`_real(args)`, `_fx(args)`, whether they are plain tensors (or parameters) and
+    constants) in one pass where every argument is a tensor or a plain constant (most ops'
+    arguments); else the two walks (and False)."""
     real, fx = [], []
+    plain = True
     for a in args:
         if type(a) is TensorVar:
-            real.append(a.value)
+            value = a.value
+            real.append(value)
             fx.append(a.node)
+            plain = plain and type(value) in PLAIN_TENSORS
         elif type(a) is ConstVar and type(a.value) in _PLAIN:
             real.append(a.value)
             fx.append(a.value)
         else:
-            return _real(args), _fx(args)
-    return tuple(real), tuple(fx)
+            return _real(args), _fx(args), False
+    return tuple(real), tuple(fx), plain
 
 
 _PLAIN = (int, float, bool, str, type(None), torch.dtype)

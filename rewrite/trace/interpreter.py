@@ -101,6 +101,10 @@ class Tracer:
         self.guards = GuardSet()
         self.wrapped: dict[Source, Var] = {}
         self.by_identity: dict[int, Var] = {}  # id(object) -> its Var (objects kept alive by the call)
+        # (id(globals or module), name) -> the Var of a module read as a global, of a trusted
+        # module's attribute: read again while the trace has written no source (Frame.load_global,
+        # ops.objects.getattr_object), without making its source and asking side_effects again
+        self.module_reads: dict[tuple, Var] = {}
         self.kept: list = []  # objects the trace made to read (copies), alive as long as it: ids stay unique
         self.traced_ids: dict = {}  # id(Var) -> (Var, TracedId): id() of values the trace made
         self.steps = 0
@@ -170,8 +174,8 @@ class Tracer:
             frame.stack.clear()
             frame.cells.clear()
             frame.checkpoint = frame.operands = None
-        for table in (self.frames, self.wrapped, self.by_identity, self.kept, self.traced_ids, self.pending,
-                      self.open_contexts):
+        for table in (self.frames, self.wrapped, self.by_identity, self.module_reads, self.kept, self.traced_ids,
+                      self.pending, self.open_contexts):
             table.clear()
         self.side_effects = SideEffects(self)
         self.exc_info = self.outer_exc_info = ConstVar(None)
@@ -423,16 +427,26 @@ class Frame:
         return v
 
     def load_global(self, name: str) -> Var:
+        tracer = self.tracer
         if self.global_source is not None:
-            stored = self.tracer.side_effects.load(self.global_source(name), location(self.globals, name))
-            if stored is not None:
-                return stored
+            if tracer.side_effects.stores:
+                stored = tracer.side_effects.load(self.global_source(name), location(self.globals, name))
+                if stored is not None:
+                    return stored
+            else:
+                known = tracer.module_reads.get((id(self.globals), name))
+                if known is not None:
+                    return known
         if name in self.globals:
+            value = self.globals[name]
             if self.global_source is None:
                 if trusted_globals(self.globals):  # dataclasses, functools, ...: constants, as their attributes are
-                    return self.tracer.wrap(self.globals[name], None)
+                    return tracer.wrap(value, None)
                 raise Unsupported(f"global {name!r} of a function the tracer cannot locate")
-            return self.tracer.wrap(self.globals[name], self.global_source(name))
+            var = tracer.wrap(value, self.global_source(name))
+            if type(value) is types.ModuleType and type(var) is ObjectVar:
+                tracer.module_reads[(id(self.globals), name)] = var
+            return var
         if name in self.builtins:
             if self.global_source is GlobalSource:  # a later global of that name would shadow it
                 self.tracer.guards.add(NotInMatch(GlobalsSource(), name))
