@@ -841,6 +841,9 @@ CONTEXT_BLOCKS = [  # user context managers (exits that swallow), contextlib hel
 # special methods set to None, `raise` of what cannot be raised, generators abandoned with a
 # `finally` to run, dict subclasses with __missing__ made in the call, identity of immutable results
 SEMANTICS = [
+    # a log record between ops: a node of the graph, its logger method an object (the eager backend
+    # runs fx's code, which wrote it with repr once: fuzz/FINDINGS.md, session 19)
+    "{new} = {a} * 2\nLOGGER.warning('%s of %d', 'rows', {a}.shape[0])\n{new2} = {new} + 1",
     # exhausted iterators, then their container grows
     "_xs{i} = [{k}, 1]\n_it{i} = iter(_xs{i})\n{new} = list(_it{i})\n_xs{i}.append({a}.dim())\n{new2} = list(_it{i})",
     "_d{i} = {{'a': {k}}}\n_it{i} = iter(_d{i}.items())\nlist(_it{i})\n_d{i}['b'] = 1\n{new} = list(_it{i})",

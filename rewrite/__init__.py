@@ -6,6 +6,8 @@
     def f(x, n):
         ...
 """
+import os
+
 from . import config, hook
 
 # Loaded on first use, so that `import rewrite.hook` (a program that may never import torch)
@@ -14,10 +16,11 @@ _LAZY = {"jit": "api", "allow_in_graph": "api", "disable": "api", "dispatcher_of
          "mark_dynamic": "api", "mark_static": "api", "set_stance": "api", "explain": "explaining", "reset": "dispatch",
          "BackendCompilerFailed": "errors", "RecompileLimitExceeded": "errors", "RewriteError": "errors",
          "Unsupported": "errors", "EagerWarning": "errors", "BreaksWarning": "errors", "list_backends": "codegen",
-         "register_backend": "codegen"}
+         "register_backend": "codegen", "patch_torch_compile": "patching", "unpatch_torch_compile": "patching"}
 
 __all__ = ["jit", "reset", "config", "register_backend", "list_backends", "dispatcher_of", "explain", "disable",
-           "allow_in_graph", "graph_break", "mark_dynamic", "mark_static", "set_stance",
+           "allow_in_graph", "graph_break", "mark_dynamic", "mark_static", "set_stance", "patch_torch_compile",
+           "unpatch_torch_compile",
            "RewriteError", "Unsupported", "BackendCompilerFailed", "RecompileLimitExceeded", "EagerWarning",
            "BreaksWarning"]
 
@@ -44,6 +47,12 @@ def _load(where: str):
         from . import dispatch as module
     elif where == "errors":
         from . import errors as module
+    elif where == "patching":
+        from . import patching as module
     else:
         from . import codegen as module
     return module
+
+
+if os.environ.get("REWRITE_TORCH_COMPILE", "") not in ("", "0"):  # torch.compile compiles with rewrite from
+    _load("patching").patch_torch_compile()  # this import on (README: "Drop-in for torch.compile")

@@ -34,7 +34,7 @@ LAYERS = (
     ("backends", ("codegen.lowering", "codegen.schedule", "codegen.triton_kernels", "codegen.compile_check",
                   "codegen.eager", "codegen.python", "codegen.triton_backend", "codegen"),
      ("leaves", "guards")),  # reached by name (registry), never imported by the compiler
-    ("face", ("api", "explaining", "hook.instrument", "hook", "hook.__main__", ""), None),
+    ("face", ("api", "patching", "explaining", "hook.instrument", "hook", "hook.__main__", ""), None),
     ("tools", ("fuzz.inputs", "fuzz.oracle", "fuzz.programs", "fuzz.pyprograms", "fuzz.threads", "fuzz",
                "fuzz.__main__"), None),
 )

@@ -13,7 +13,8 @@ import logging
 import os
 import sys
 
-CATEGORIES = ("graph_breaks", "recompiles", "guards", "bytecode", "trace", "output_code", "dynamic", "perf_hints")
+CATEGORIES = ("graph_breaks", "recompiles", "guards", "bytecode", "trace", "output_code", "dynamic", "perf_hints",
+              "torch_compile")
 _root = logging.getLogger("rewrite")
 _enabled: set[str] = set()
 

@@ -5,6 +5,7 @@ arguments; `warning_once` still warns once."""
 import functools
 import logging
 
+import pytest
 import torch
 
 import rewrite
@@ -35,7 +36,12 @@ def capture():
     return handler
 
 
-def test_log_records_come_from_the_graph_in_order_at_the_users_line():
+@pytest.mark.parametrize("backend", ["python", "eager", pytest.param("aot_eager", marks=pytest.mark.xfail(
+    strict=True, reason="known bug (fuzz/FINDINGS.md, session 19): AOTAutograd runs a log node while it traces the "
+                        "graph (records on the compiling call twice) and drops it from what it compiles (none later)"))])
+def test_log_records_come_from_the_graph_in_order_at_the_users_line(backend):
+    """Under every backend: the `eager` backend runs fx's code for the graph, which writes a
+    log node's logger method as an attribute read, not as its repr (a SyntaxError once)."""
     def f(x):
         y = x * 2
         log.info("scaled by %d", 2)
@@ -48,7 +54,7 @@ def test_log_records_come_from_the_graph_in_order_at_the_users_line():
     expected = f(x)
     eager_records = list(handler.records)
     handler.records.clear()
-    compiled = rewrite.jit(eager_copy(f), fullgraph=True)
+    compiled = rewrite.jit(eager_copy(f), fullgraph=True, backend=backend)
     for _ in range(2):
         assert_same(compiled(x), expected)
         assert handler.records == eager_records

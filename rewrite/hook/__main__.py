@@ -19,19 +19,22 @@ from . import install, options, report_at_exit
 from .instrument import instrument
 
 USAGE = """usage: python -m rewrite.hook [--include GLOB]... [--exclude GLOB]... [--backend NAME]
-                            [--fullgraph] [--report] (script.py | -m module) [args...]
+                            [--fullgraph] [--report] [--torch-compile | --torch-compile-only]
+                            (script.py | -m module) [args...]
 
   --include GLOB   also instrument these modules (names, or file paths if the pattern has a /)
   --exclude GLOB   never instrument these
   --backend NAME   the backend compiled functions use (default: per device)
   --fullgraph      raise where a function cannot be captured as one graph
   --report         print at exit which functions were compiled (graphs, breaks, recompiles)
+  --torch-compile  the program's torch.compile / model.compile() calls compile with rewrite too
+                   (rewrite.patch_torch_compile); --torch-compile-only: that alone, no instrumentation
 """
 
 
 def parse(argv: list[str]) -> dict:
     opts = {"include": [], "exclude": [], "backend": None, "fullgraph": False, "report": False,
-            "module": None, "script": None, "args": []}
+            "torch_compile": None, "module": None, "script": None, "args": []}
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -53,6 +56,9 @@ def parse(argv: list[str]) -> dict:
             i += 1
         elif a in ("--fullgraph", "--report"):
             opts[a[2:]] = True
+            i += 1
+        elif a in ("--torch-compile", "--torch-compile-only"):
+            opts["torch_compile"] = "only" if a.endswith("only") else "with"
             i += 1
         elif a in ("-h", "--help"):
             print(USAGE)
@@ -104,10 +110,14 @@ def run_module(name: str, args: list[str]) -> None:
 def main(argv=None) -> None:
     opts = parse(list(sys.argv[1:] if argv is None else argv))
     root = os.path.dirname(os.path.abspath(opts["script"])) if opts["script"] else os.getcwd()
-    try:
-        install(opts["include"], opts["exclude"], opts["backend"], opts["fullgraph"], root=root)
-    except ValueError as e:  # an unknown backend name
-        raise SystemExit(f"rewrite.hook: {e}") from None
+    if opts["torch_compile"] != "only":
+        try:
+            install(opts["include"], opts["exclude"], opts["backend"], opts["fullgraph"], root=root)
+        except ValueError as e:  # an unknown backend name
+            raise SystemExit(f"rewrite.hook: {e}") from None
+    if opts["torch_compile"]:
+        from ..patching import patch_torch_compile  # (deferred: imports torch, which the hook alone does not)
+        patch_torch_compile()
     if not opts["fullgraph"]:
         config.suppress_errors = True  # a whole program: an internal error runs that function eagerly
     if opts["report"]:
