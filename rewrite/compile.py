@@ -20,7 +20,7 @@ import torch
 import torch.fx
 from torch.autograd.graph import increment_version
 
-from . import breaks, codeload, config, handoff, logs, strict
+from . import breaks, codeload, config, handoff, logs, registry, strict
 from .bytecode.resume import exhausted_generator, list_iterator_at, primed, suspended_code
 from .slot import NEXT
 
@@ -307,8 +307,8 @@ def call_backend(cap: Capture, backend_name: str, backend, name: str):
     if not cap.graph_outputs and all(n.op in ("placeholder", "output") for n in graph.graph.nodes):
         return None, None
     try:
-        if backend_name != "python":  # (the python backend reads no example values: see graph._describe)
-            example_values(graph.graph)
+        if backend is not registry.lookup_backend("python")[1]:  # (it reads no example values: graph._describe;
+            example_values(graph.graph)  # explain's recording backend hands the graph on to whichever)
         given = handoff.Handoff(graph) if handoff.needed(backend) else None  # (before the module:
         gm = GraphModule(torch.nn.Module(), graph.graph)  # it adds graph inputs)
         gm._rewrite_name = name
