@@ -841,6 +841,9 @@ CONTEXT_BLOCKS = [  # user context managers (exits that swallow), contextlib hel
 # special methods set to None, `raise` of what cannot be raised, generators abandoned with a
 # `finally` to run, dict subclasses with __missing__ made in the call, identity of immutable results
 SEMANTICS = [
+    # a set display of strings (SET_UPDATE of a frozenset constant: CPython merges its table; where
+    # hashes collide the order differs from adding one by one -- fuzz/FINDINGS.md, session 19)
+    "_s{i} = {{'w{k}', 'x{k}{i}', 'ab', 'cd{i}', 'y', 'zz'}}\n{new} = list(_s{i}) + list({{*_s{i}}})",
     # a log record between ops: a node of the graph, its logger method an object (the eager backend
     # runs fx's code, which wrote it with repr once: fuzz/FINDINGS.md, session 19)
     "{new} = {a} * 2\nLOGGER.warning('%s of %d', 'rows', {a}.shape[0])\n{new2} = {new} + 1",

@@ -57,6 +57,30 @@ def add(s: SetVar, item: Var) -> None:
             s.real = None  # identity members: insertion order from here on
 
 
+def update(frame, s: SetVar, v: Var) -> None:
+    """`s.update(v)` as CPython's set_update_internal does it: from another set (a SetVar, a
+    set or frozenset constant: `{'a', 'b'}` is `SET_UPDATE` of a frozenset constant) by
+    merging its table -- where members' hashes collide, the slots they take and so the order
+    they iterate in are not those of adding them one by one -- else item by item."""
+    other = v if isinstance(v, SetVar) else None
+    if other is None and isinstance(v, ConstVar) and isinstance(v.value, (set, frozenset)):
+        other = make(frame, [ConstVar(x) for x in v.value])
+        other.real = set(v.value)
+    if other is None:
+        for item in unpack(frame, v):
+            add(s, item)
+        return
+    if s.real is not None and other.real is not None and all(k[0] == "value" for k in other.items):
+        s.real.update(other.real)
+        for key, item in other.items.items():
+            if key not in s.items:
+                s.items[key] = item
+        settle(s)
+        return
+    for item in members(other):
+        add(s, item)
+
+
 def discard(s: SetVar, key) -> bool:
     if key not in s.items:
         return False
@@ -200,7 +224,9 @@ def from_iterable(frame, v: Var, frozen: bool) -> SetVar:
         if out.real is not None:
             out.real = set(v.real)
         return out
-    return make(frame, unpack(frame, v), frozen=frozen)
+    out = SetVar(frozen=frozen)
+    update(frame, out, v)
+    return out
 
 
 def _union(frame, s: SetVar, other: dict) -> SetVar:

@@ -97,9 +97,7 @@ def set_add(frame, inst):
 @handler("SET_UPDATE")
 def set_update(frame, inst):
     v = frame.pop()
-    target = frame.stack[-inst.arg]
-    for item in ops.unpack(frame, v):
-        sets.add(target, item)
+    sets.update(frame, frame.stack[-inst.arg], v)
 
 
 @handler("LIST_APPEND")
