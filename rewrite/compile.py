@@ -310,7 +310,8 @@ def call_backend(cap: Capture, backend_name: str, backend, name: str):
         if backend is not registry.lookup_backend("python")[1]:  # (it reads no example values: graph._describe;
             example_values(graph.graph)  # explain's recording backend hands the graph on to whichever)
         given = handoff.Handoff(graph) if handoff.needed(backend) else None  # (before the module:
-        gm = GraphModule(torch.nn.Module(), graph.graph)  # it adds graph inputs)
+        fx_graph, records = _records_apart(graph.graph) if handoff.needed(backend) else (graph.graph, [])
+        gm = GraphModule(torch.nn.Module(), fx_graph)  # it adds graph inputs)
         gm._rewrite_name = name
         if given is not None and not given.propagate(gm):
             given = None  # (a static graph whose meta cannot be faked: as traced)
@@ -328,7 +329,36 @@ def call_backend(cap: Capture, backend_name: str, backend, name: str):
             node.meta.pop("val", None)
     if not callable(compiled):
         raise BackendCompilerFailed(backend_name, TypeError(f"backend returned {type(compiled).__name__}, not a callable"))
+    if records:
+        compiled = _making_records(compiled, records)
     return gm, compiled
+
+
+def _records_apart(fx_graph: torch.fx.Graph) -> tuple[torch.fx.Graph, list]:
+    """(A copy of `fx_graph` without its log nodes, the records they make in order): what a
+    backend of torch's gets, and what the entry makes once that backend's code has run. Its
+    log nodes wait for its end (`_defer_logs`) and read no value it computes."""
+    records = [n.args for n in fx_graph.nodes if n.meta.get("deferred")]
+    if not records:
+        return fx_graph, []
+    copy, env = torch.fx.Graph(), {}
+    for node in fx_graph.nodes:
+        if not node.meta.get("deferred"):
+            env[node] = copy.node_copy(node, env.__getitem__)
+            if hasattr(node, "_dynamo_source"):  # (the hand-off's mark on an input: see handoff.Handoff)
+                env[node]._dynamo_source = node._dynamo_source
+    return copy, records
+
+
+def _making_records(compiled, records: list):
+    """`compiled`, then the graph's log records, made at its end as deferred records are
+    (ops/log_calls.Deferred: the entry begins them before the graph, ends them after it)."""
+    def run(*args):
+        out = compiled(*args)
+        for thunk, fn, args_, kwargs in records:
+            DEFERRED.add(thunk, fn, args_, kwargs)
+        return out
+    return run
 
 
 def rerunnable(graph, redraws: bool = True, if_logs_wait: bool = False, copies: bool = False) -> bool:
@@ -391,21 +421,31 @@ class RngState:
             g.set_state(state)
 
 
-def check_eager_parity(tracer, fullgraph: bool = False, backend_name: str = "python") -> None:
+def check_eager_parity(tracer, fullgraph: bool = False, backend_name: str = "python", backend=None) -> None:
     """Raise WholeCallEager when an error the graph may raise at run time could not be given
-    as eager gives it (see the two checks)."""
-    _defer_logs(tracer, redraws(backend_name))
+    as eager gives it (see the two checks), or its log records could not be made as eager
+    makes them (see _defer_logs)."""
+    _defer_logs(tracer, redraws(backend_name), backend is not None and handoff.needed(backend))
     _check_rerunnable(tracer, redraws(backend_name))
     _check_effects_survive(tracer, fullgraph, redraws(backend_name))
 
 
-def _defer_logs(tracer, redraw: bool) -> None:
+def _defer_logs(tracer, redraw: bool, handed_off: bool = False) -> None:
     """A graph whose call may have to run again, and that only its log records would keep from
     it, makes them at its end (ops/log_calls.Deferred): where it raises, the eager run makes
-    eager's records, once. Elsewhere they are made where eager makes them."""
+    eager's records, once. Elsewhere they are made where eager makes them -- but for torch's
+    backends (`handed_off`), which trace a graph by running it (a log node would make its
+    record then, and be left out of what they compile), they always wait for the end, made by
+    the entry (see _records_apart); a record of a value the graph computes runs the call
+    eagerly there."""
     graph = tracer.graph
-    if makes_logs(graph) and not logs_wait(graph) and may_run_again(tracer) and \
-            rerunnable(graph, redraw, if_logs_wait=True):
+    if not makes_logs(graph) or logs_wait(graph):
+        return
+    if handed_off:
+        if not defer(graph.graph) or any(n.all_input_nodes for n in graph.graph.nodes if n.meta.get("deferred")):
+            raise WholeCallEager("a log record of a value the graph computes, for a backend of torch's (it would "
+                                 "make the record while it compiles, not when the graph runs)")
+    elif may_run_again(tracer) and rerunnable(graph, redraw, if_logs_wait=True):
         defer(graph.graph)
 
 
@@ -775,7 +815,7 @@ def _compile_entry(dispatcher, args, traced: list) -> Entry:
         cap = capture(code, globals_, params, args, DynamicPolicy(dispatcher.options.dynamic, dispatcher.frame_state))
         traced.append(cap)
         phases.done("trace")
-        check_eager_parity(cap.tracer, dispatcher.options.fullgraph, dispatcher.backend_for(cap)[0])
+        check_eager_parity(cap.tracer, dispatcher.options.fullgraph, *dispatcher.backend_for(cap))
         plan_outputs(cap)
         phases.done("plan")
     except Unsupported as e:
@@ -826,7 +866,7 @@ def _break_entry(dispatcher, tracer, brk, name: str, start: float, traced: list)
     try:
         cap = Capture(tracer, brk.values(tracer))
         traced.append(cap)
-        check_eager_parity(tracer, dispatcher.options.fullgraph, dispatcher.backend_for(cap)[0])
+        check_eager_parity(tracer, dispatcher.options.fullgraph, *dispatcher.backend_for(cap))
         plan_outputs(cap)
     except Unsupported:
         return None  # the frame's values cannot be rebuilt: run the whole call eagerly

@@ -36,12 +36,12 @@ def capture():
     return handler
 
 
-@pytest.mark.parametrize("backend", ["python", "eager", pytest.param("aot_eager", marks=pytest.mark.xfail(
-    strict=True, reason="known bug (fuzz/FINDINGS.md, session 19): AOTAutograd runs a log node while it traces the "
-                        "graph (records on the compiling call twice) and drops it from what it compiles (none later)"))])
+@pytest.mark.parametrize("backend", ["python", "eager", "aot_eager"])
 def test_log_records_come_from_the_graph_in_order_at_the_users_line(backend):
     """Under every backend: the `eager` backend runs fx's code for the graph, which writes a
-    log node's logger method as an attribute read, not as its repr (a SyntaxError once)."""
+    log node's logger method as an attribute read, not as its repr (a SyntaxError once);
+    torch's backends trace a graph by running it, so its records are made by the entry after
+    their code ran (once on the compiling call, and on every call after it)."""
     def f(x):
         y = x * 2
         log.info("scaled by %d", 2)
@@ -127,3 +127,25 @@ def test_torch_logs_is_an_alias_of_rewrite_logs():
     assert torch_named == ours
     assert {line.split("]")[0] for line in ours} >= {"[rewrite.graph_breaks", "[rewrite.recompiles",
                                                      "[rewrite.guards", "[rewrite.output_code"}
+
+
+def test_a_record_of_a_value_the_graph_computes_under_torchs_backend_runs_eagerly():
+    """A record of a tensor cannot wait for the graph's end (its value may change before it):
+    for a backend of torch's, the call runs eagerly, with eager's records."""
+    def f(x):
+        y = x * 2
+        log.warning("sum %s", y.sum())
+        return y + 1
+
+    handler = capture()
+    x = torch.randn(3)
+    expected = f(x)
+    eager_records = list(handler.records)
+    handler.records.clear()
+    compiled = rewrite.jit(eager_copy(f), backend="aot_eager")
+    for _ in range(2):
+        assert_same(compiled(x), expected)
+        assert handler.records == eager_records
+        handler.records.clear()
+    log.removeHandler(handler)
+    assert "log record of a value the graph computes" in rewrite.dispatcher_of(compiled).entries[0].reason
