@@ -335,19 +335,40 @@ def call_backend(cap: Capture, backend_name: str, backend, name: str):
 
 
 def _records_apart(fx_graph: torch.fx.Graph) -> tuple[torch.fx.Graph, list]:
-    """(A copy of `fx_graph` without its log nodes, the records they make in order): what a
-    backend of torch's gets, and what the entry makes once that backend's code has run. Its
-    log nodes wait for its end (`_defer_logs`) and read no value it computes."""
+    """(What a backend of torch's gets of `fx_graph`, the records its log nodes make, in order,
+    for the entry to make once that backend's code has run). Torch's backends trace a graph by
+    running it and keep only what its outputs need: a log node (it waits for the graph's end,
+    see `_defer_logs`, and reads no value the graph computes) is left out, and a random op
+    whose result no output needs (`dropout` before an op that raised, in a `try`) is made an
+    output of the copy after the graph's own -- dropped, its draw would not be made, and every
+    draw after it would differ from eager's."""
     records = [n.args for n in fx_graph.nodes if n.meta.get("deferred")]
-    if not records:
+    dead = _dead_draws(fx_graph)
+    if not records and not dead:
         return fx_graph, []
     copy, env = torch.fx.Graph(), {}
     for node in fx_graph.nodes:
-        if not node.meta.get("deferred"):
+        if node.op == "output":
+            outputs = torch.fx.node.map_arg(node.args[0], env.__getitem__)
+            copy.output((*outputs, *(env[n] for n in dead)) if dead else outputs)
+        elif not node.meta.get("deferred"):
             env[node] = copy.node_copy(node, env.__getitem__)
             if hasattr(node, "_dynamo_source"):  # (the hand-off's mark on an input: see handoff.Handoff)
                 env[node]._dynamo_source = node._dynamo_source
     return copy, records
+
+
+def _dead_draws(fx_graph: torch.fx.Graph) -> list:
+    """The random ops (meta["seeded"]) whose results no output of `fx_graph` needs."""
+    if not any(n.meta.get("seeded") for n in fx_graph.nodes):
+        return []
+    live, stack = set(), [n for n in fx_graph.nodes if n.op == "output"]
+    while stack:
+        node = stack.pop()
+        if node not in live:
+            live.add(node)
+            stack.extend(node.all_input_nodes)
+    return [n for n in fx_graph.nodes if n.meta.get("seeded") and n not in live]
 
 
 def _making_records(compiled, records: list):

@@ -1,6 +1,7 @@
 """Backend registry and Dynamo's backend contract: (GraphModule, example_inputs) -> callable."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 import rewrite
 from rewrite import config, dispatcher_of, jit, list_backends, register_backend
@@ -191,6 +192,31 @@ def test_aot_eager_by_name_gives_eagers_results():
         assert_same(f(x, y), eager(x, y))
     entries = dispatcher_of(f).entries
     assert len(entries) == 1 and entries[0].graph_module is not None and entries[0].reason is None
+
+
+def draws_then_raises(x):
+    try:  # (a 0-d x: `x.shape[0]` raises after the dropout drew)
+        t = F.dropout(x, 0.5) + x[x.long().abs() % (x.shape[0] + 1)]
+    except IndexError:
+        t = torch.rand_like(x) * 2
+    return t
+
+
+def draws_unused(x):
+    y = F.dropout(x, 0.5) * 3  # (never used: a backend of torch's drops what no output needs)
+    return torch.rand_like(x) + x
+
+
+@pytest.mark.parametrize("backend", ["python", "eager", "aot_eager"])
+@pytest.mark.parametrize("fn", [draws_then_raises, draws_unused])
+def test_a_draw_no_output_needs_is_made_as_eager_makes_it(fn, backend):
+    """The random numbers drawn after it are eager's: torch's backends would have left it out."""
+    compiled = jit(eager_copy(fn), backend=backend)
+    for x in (torch.tensor(0.3), torch.randn(3), torch.tensor(0.7)):
+        torch.manual_seed(1)
+        expected = fn(x)
+        torch.manual_seed(1)
+        assert_same(compiled(x), expected)
 
 
 def test_a_backend_registered_with_torch_dynamo_is_found_by_name():
