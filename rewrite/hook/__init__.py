@@ -1,7 +1,8 @@
 """Rewrite every function of a program's own modules as they are imported.
 
     python -m rewrite.hook [--include GLOB ...] [--exclude GLOB ...] [--backend NAME]
-                           [--fullgraph] [--report] script.py [args]
+                           [--fullgraph] [--report] [--torch-compile | --torch-compile-only]
+                           script.py [args]
     python -m rewrite.hook [options] -m module [args]
 
 or, from a `conftest.py` or `sitecustomize.py`:
