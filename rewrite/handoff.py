@@ -124,10 +124,21 @@ class Handoff:
         return True
 
     def call(self, backend, gm):
+        """What `backend` makes of `gm`. A 0-d CPU float64 input is faked with a float symbol for
+        its value (FakeTensorMode's item memo); AOTAutograd, finding that symbol neither used as a
+        tensor's value nor specialized, asks Dynamo to start over with it specialized
+        (`TensorifyScalarRestartAnalysis`, after marking it so): here the backend is called once
+        more, over the same symbols, which it now finds specialized."""
+        from torch._dynamo.exc import TensorifyScalarRestartAnalysis
         from torch._guards import tracing
         gm._param_name_to_source, gm._source_to_user_stacks = {}, {}  # (as Dynamo's: its inputs are placeholders)
-        with tracing(self.context):
-            return _split_for_ddp(backend)(gm, self.examples)
+        for attempt in (1, 2):
+            try:
+                with tracing(self.context):
+                    return _split_for_ddp(backend)(gm, self.examples)
+            except TensorifyScalarRestartAnalysis:
+                if attempt == 2:
+                    raise
 
     def guards(self, pinned: dict) -> list:
         """What the torch ShapeEnv assumed (the propagation's and the backend's own guards, and

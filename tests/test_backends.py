@@ -219,6 +219,20 @@ def test_a_draw_no_output_needs_is_made_as_eager_makes_it(fn, backend):
         assert_same(compiled(x), expected)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int64, torch.float32])
+def test_a_zero_dim_cpu_input_under_aot_eager(dtype):
+    """A 0-d CPU float64 (or integer) input is faked with a symbol for its value; AOTAutograd
+    asks to start over with it specialized (TensorifyScalarRestartAnalysis): the hand-off calls
+    the backend again, where eager's result once was a BackendCompilerFailed."""
+    def f(x, y):
+        return (x.float() * 2 + y).relu(), x.long() + 1
+
+    compiled = jit(eager_copy(f), backend="aot_eager")
+    for value in (3, -2, 5):
+        x, y = torch.tensor(value, dtype=dtype), torch.randn(4)
+        assert_same(compiled(x, y), f(x, y))
+
+
 def test_a_backend_registered_with_torch_dynamo_is_found_by_name():
     import torch._dynamo
     calls = []
