@@ -46,7 +46,7 @@ LEVEL = {**{fn: COMPARISON for fn in (operator.lt, operator.le, operator.eq, ope
          operator.add: 8, operator.sub: 8, operator.mul: 9, operator.matmul: 9, operator.truediv: 9,
          operator.floordiv: 9, operator.mod: 9, operator.pow: POWER}
 RESERVED = {"torch", "operator"}
-MAX_NESTING = 6
+MAX_NESTING = 6  # values written into one statement at most (a longer chain starts a new one)
 
 
 class Renderer:
@@ -81,10 +81,8 @@ class Renderer:
 
     def arg(self, a) -> str:
         t = type(a)
-        if t is torch.fx.Node:
-            return self.inline.get(a) or self.names[a]
         if t is int or t is bool or t is float and math.isfinite(a):
-            return repr(a)
+            return repr(a)  # (numbers first: most constants, without the walk below)
         if isinstance(a, torch.fx.Node):
             return self.inline.get(a) or self.names[a]
         if isinstance(a, tuple):

@@ -659,8 +659,9 @@ def _first_from_trace(cap: Capture | None, compiled, brk, backend_name) -> list 
     if back is None or not rerunnable(graph, copies=True):
         return None
     for node, value in zip(cap.graph_outputs, cap.output_values):
+        facts = node.meta.get("facts")  # (what the op computed: trace.graph._describe)
         if isinstance(value, torch.Tensor) and value.device.type == "meta" and \
-                node.meta.get("device", value.device).type != "meta":
+                (facts[4] if facts is not None else node.meta.get("device", value.device)).type != "meta":
             return None
     return back
 

@@ -49,8 +49,8 @@ _depth = 0  # patches in force (nested `with` blocks and decorated calls share o
 
 
 def torch_compile(model=None, *, fullgraph: bool = False, dynamic: bool | None = None, backend=None,
-            mode: str | None = None, options: dict | None = None, name: str | None = None, disable: bool = False,
-            **rest):
+                  mode: str | None = None, options: dict | None = None, name: str | None = None,
+                  disable: bool = False, **rest):
     """torch.compile, with rewrite (see the module's docstring): what `torch.compile` is under the patch."""
     if _torch_caller(sys._getframe(1)):
         return TORCH_COMPILE(model, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,

@@ -203,7 +203,7 @@ def draws_then_raises(x):
 
 
 def draws_unused(x):
-    y = F.dropout(x, 0.5) * 3  # (never used: a backend of torch's drops what no output needs)
+    F.dropout(x, 0.5) * 3  # (never used: a backend of torch's drops what no output needs)
     return torch.rand_like(x) + x
 
 

@@ -36,6 +36,25 @@ def capture():
     return handler
 
 
+def records_as_eager(f, **options):
+    """`f` jitted with `options` gives eager's results and eager's records, call after call
+    (the compiling one too); the jitted function."""
+    handler = capture()
+    try:
+        x = torch.randn(3)
+        expected = f(x)
+        eager_records = list(handler.records)
+        handler.records.clear()
+        compiled = rewrite.jit(eager_copy(f), **options)
+        for _ in range(2):
+            assert_same(compiled(x), expected)
+            assert handler.records == eager_records
+            handler.records.clear()
+        return compiled
+    finally:
+        log.removeHandler(handler)
+
+
 @pytest.mark.parametrize("backend", ["python", "eager", "aot_eager"])
 def test_log_records_come_from_the_graph_in_order_at_the_users_line(backend):
     """Under every backend: the `eager` backend runs fx's code for the graph, which writes a
@@ -49,17 +68,7 @@ def test_log_records_come_from_the_graph_in_order_at_the_users_line(backend):
         log.warning("shape %s", tuple(z.shape))
         return z + 1
 
-    handler = capture()
-    x = torch.randn(3)
-    expected = f(x)
-    eager_records = list(handler.records)
-    handler.records.clear()
-    compiled = rewrite.jit(eager_copy(f), fullgraph=True, backend=backend)
-    for _ in range(2):
-        assert_same(compiled(x), expected)
-        assert handler.records == eager_records
-        handler.records.clear()
-    log.removeHandler(handler)
+    records_as_eager(f, fullgraph=True, backend=backend)
 
 
 def test_warning_once_as_transformers_adds_it_warns_once():
@@ -137,15 +146,5 @@ def test_a_record_of_a_value_the_graph_computes_under_torchs_backend_runs_eagerl
         log.warning("sum %s", y.sum())
         return y + 1
 
-    handler = capture()
-    x = torch.randn(3)
-    expected = f(x)
-    eager_records = list(handler.records)
-    handler.records.clear()
-    compiled = rewrite.jit(eager_copy(f), backend="aot_eager")
-    for _ in range(2):
-        assert_same(compiled(x), expected)
-        assert handler.records == eager_records
-        handler.records.clear()
-    log.removeHandler(handler)
+    compiled = records_as_eager(f, backend="aot_eager")
     assert "log record of a value the graph computes" in rewrite.dispatcher_of(compiled).entries[0].reason
