@@ -647,8 +647,40 @@ def gen_of(t, n):
     "NoIter": "class NoIter:\n    __iter__ = None",
     "NoContains": "class NoContains:\n    __contains__ = None",
     "NoCall": "class NoCall:\n    __call__ = None",
+    # calls through torch's own frames into code that breaks the graph (LIBRARY_FRAMES): each
+    # notes in CALLED that it ran, and the oracle checks it got graphs of its own
+    "CALLED": "CALLED = {}",
+    "Step": '''\
+class Step(torch.nn.Module):
+    def __init__(self, brk):
+        super().__init__()
+        self.brk = brk
+
+    def forward(self, t):
+        t = t * 2 + 1
+        if self.brk:
+            CALLED["Step"] = True
+            print('step', tuple(t.shape))
+        return t.sin()''',
+    "STEPS": "STEPS = torch.nn.Sequential(Step(False), Step(True), Step(False))",
+    "HOOKED": "HOOKED = Step(True)\nHOOKED.register_forward_hook(lambda module, args, out: out - 1)",
+    "ckstep": '''\
+def ckstep(t):
+    t = t * 3
+    CALLED["ckstep"] = True
+    print('ck', tuple(t.shape))
+    return t.cos()''',
+    "nograd_step": '''\
+@torch.no_grad()
+def nograd_step(t):
+    t = t - 1
+    CALLED["nograd_step"] = True
+    print('ng', tuple(t.shape))
+    return t.tanh()''',
 }
-PRELUDE_NEEDS = {"Scaled": ("Acc",), "checked": ("FuzzError",), "quiet": ("FuzzError",), "deleg_gen": ("sub_gen",)}
+PRELUDE_NEEDS = {"Scaled": ("Acc",), "checked": ("FuzzError",), "quiet": ("FuzzError",), "deleg_gen": ("sub_gen",),
+                 "Step": ("CALLED",), "STEPS": ("Step",), "HOOKED": ("Step",), "ckstep": ("CALLED",),
+                 "nograd_step": ("CALLED",)}
 # (GSET: a global set the programs read and change; each module of a program has its own)
 
 
@@ -1137,6 +1169,16 @@ SET_RULES = [(2, rule_bind(SETS_NEW, "s")), (2, rule_bind(SETS_USE)), (1, rule_b
 CONTEXT_RULES = [(2, rule_context), (2, rule_block(CONTEXT_BLOCKS))]
 FUNCTIONAL_RULES = [(3, rule_bind(FUNCTIONAL)), (1, rule_block(FUNCTIONAL_BLOCKS))]
 FILL_RULES = [(2, rule_block(FILLS))]
+# calls that pass through torch's own frames (nn.Sequential.forward, Module._call_impl with a hook,
+# torch.utils.checkpoint, a @torch.no_grad() wrapper) into code with a graph break (issue 44):
+# eager's results, and the code past torch's frames compiled (oracle.check_library_frames)
+LIBRARY_FRAMES = [
+    "{new} = STEPS({a})",
+    "{new} = HOOKED({a})",
+    "{new} = torch.utils.checkpoint.checkpoint(ckstep, {a}, use_reentrant=False)",
+    "{new} = nograd_step({a})",
+]
+LIBRARY_RULES = [(1, rule_block(LIBRARY_FRAMES))]
 SEMANTIC_RULES = [(1, rule_block(SEMANTICS))]  # (among the other Python rules; `--focus semantics`: mostly these)
 WRITTEN_RULES = [(1, rule_block(WRITTEN))]  # (`--focus written`: mostly these)
 NUMPY_RULES = [(6, rule_block(NUMPY))]  # (`--focus numpy`)
@@ -1153,7 +1195,7 @@ RULES = [
     (8, rule_assign(UNARY)), (8, rule_assign(BINARY)), (5, rule_assign(REDUCE)), (5, rule_assign(VIEW)),
     (4, rule_assign(INDEX)), (4, rule_assign(COMBINE)), (3, rule_assign(SIZES, "k")), (2, rule_assign(CREATE)),
     (2, rule_if_python), (2, rule_for), (2, rule_helper), (1, rule_unsupported), (2, rule_box),
-    (1, rule_grad_block), *WRITE_RULES, *PYTHON_RULES,
+    (1, rule_grad_block), *WRITE_RULES, *PYTHON_RULES, *LIBRARY_RULES,
 ]
 # `python -m rewrite.fuzz --focus NAME`: a subset of the rules, for a long run at one feature
 FOCUS = {
@@ -1175,6 +1217,9 @@ FOCUS = {
     "written": [(6, rule_block(WRITTEN)), (2, rule_assign(BINARY)), (1, rule_assign(SIZES, "k")), (1, rule_for),
                 (1, rule_write(INPLACE)), (1, rule_unsupported)],
     # NumPy over arrays from tensors and arrays passed in (issue 41), compared with NumPy's tolerance (oracle.py)
+    # calls through torch's own frames into code that breaks (issue 44)
+    "library": [(4, rule_block(LIBRARY_FRAMES)), (2, rule_assign(BINARY)), (1, rule_assign(UNARY)), (1, rule_for),
+                (1, rule_write(INPLACE)), (1, rule_unsupported), (1, rule_helper)],
     "numpy": NUMPY_RULES + [(2, rule_assign(BINARY)), (1, rule_assign(REDUCE)), (1, rule_write(INPLACE)),
                             (1, rule_unsupported)],
 }

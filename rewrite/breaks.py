@@ -67,7 +67,8 @@ from .values.vars import (NULL, ConstVar, ContextExitVar, GradModeVar, IteratorV
 JIT = Protocol("JIT", "rewrite.breaks",
                "route_of",  # (dispatcher) -> the router its eagerly-run code passes callables through
                "plain_origin",  # (globals, code) -> what the routing pass may leave unrouted
-               "jit_resume")  # (fn, dispatcher) -> None: a resume function jitted as its caller is
+               "jit_resume",  # (fn, dispatcher) -> None: a resume function jitted as its caller is
+               "routes")  # (callable, dispatcher) -> whether its routed call runs compiled code of its own
 
 # the one step written as source: a free variable's cell is the tiny function's to reach
 STORE_DEREF = lambda inst, s: [f"{param_name(inst.argval)}.cell_contents = {s[0]}"]  # noqa: E731

@@ -11,7 +11,20 @@ only call that forward (no hooks, no `__call__` of its own, no `module.compile()
 callable object through its class's `__call__`, a `functools.partial` through its
 function. Functions of the standard library, torch (but its Python libraries:
 `markers.PYTHON_MODULES`), triton and rewrite, disabled ones, generators and coroutines are
-called as they are.
+called as they are -- but for torch's own frames that call the user's code, routed so that a
+break inside one block costs that block only (issue 44). The rule:
+
+* a torch module with child modules (nn.Sequential, nn.TransformerEncoder over its
+  ModuleList): a jitted copy of its class's forward, traced as user code is (`_library_copy`):
+  its graph splits at the child that broke, and goes on in its resume function;
+* a module with hooks, or a forward set on the instance: `Module._call_impl` as a routed copy
+  (`_routed`: torch's code as it is, every call in it and in the closures it defines passed
+  through the router), so the hooks run as torch runs them and the forward compiles;
+* a wrapper of torch's around a user function, made with functools.wraps (`@torch.no_grad()`
+  as a decorator): a routed copy;
+* `torch.utils.checkpoint.checkpoint` (ARGUMENT_CALLERS): called with its function jitted.
+
+A leaf module of torch's (nn.Linear) is called as it is: one op gains nothing from a graph.
 """
 from __future__ import annotations
 
@@ -25,11 +38,13 @@ import types
 import weakref
 
 import torch
+import torch.utils.checkpoint
 from torch.nn.modules import module as module_globals
 
 from . import breaks, logs
 from .bytecode import is_rewritten, original_code, splice_prologue
 from .bytecode.compat import CO_GENERATOR_LIKE
+from .bytecode.route import routed_code
 from .dispatch import MISS, Dispatcher
 from .ops.markers import disabled, python_library
 from .ops.modules import wrapped
@@ -54,6 +69,9 @@ _OURS = tuple(os.path.realpath(p) + os.sep for p in (os.path.dirname(torch.__fil
 _SKIPPED_MODULES = ("torch", "triton", "rewrite")
 _FUNCTION, _METHOD, _PARTIAL = types.FunctionType, types.MethodType, functools.partial
 _MODULE_CALL = torch.nn.Module.__call__
+_CALL_IMPL = torch.nn.Module._call_impl
+# functions of torch's that call a function they are given: (its position, its keyword)
+ARGUMENT_CALLERS = {torch.utils.checkpoint.checkpoint: (0, "function")}
 # types whose instances are never routed: what most calls call
 _PLAIN = frozenset({types.BuiltinFunctionType, types.BuiltinMethodType, type, types.MethodWrapperType,
                     types.WrapperDescriptorType, types.MethodDescriptorType, types.ClassMethodDescriptorType,
@@ -95,7 +113,13 @@ def router(dispatcher):
     made anew by each call of its function gets a new copy each time, and that copy shares the
     compiled code and cache of the one before. (It holds the dispatcher weakly: the rewritten
     code holds the router.)"""
-    options, owner, key = dispatcher.options, weakref.ref(dispatcher), _key(dispatcher.options)
+    return _router(dispatcher.options, weakref.ref(dispatcher))
+
+
+def _router(options: Options, owner):
+    """The router of code run under `options`; `owner()`: the dispatcher that keeps what it
+    hands out alive (None for a routed copy of torch's: see _routed)."""
+    key = _key(options)
 
     def route(fn, _function=_FUNCTION, _plain=_PLAIN, _copies=_COPIES):
         t = type(fn)
@@ -122,8 +146,8 @@ def router(dispatcher):
 def _keep(d, out) -> None:
     """The caller's dispatcher `d` keeps the copy `out` alive; the copy's breaks count as its."""
     func = getattr(out, "__func__", getattr(out, "func", out))
-    if d is None or type(func) is not _FUNCTION:
-        return
+    if d is None or type(func) is not _FUNCTION or not is_rewritten(func.__code__):  # (a routed copy: kept by
+        return  # _COPIES, compiled nowhere)
     d.callees[(func.__code__, share_key(func))] = out
     copy = dispatcher_of(func)
     if copy.root is None and copy is not d:
@@ -209,12 +233,15 @@ def _module(module: torch.nn.Module, options: Options):
     if wrapped(module) is not None:  # DDP, FSDP2: the wrapper runs as it is, the forward it calls compiles
         compile_in_place(module, options)
         return module
-    if type(module).__call__ is not _MODULE_CALL or getattr(module, "_compiled_call_impl", None) is not None \
-            or _has_hooks(module) or "forward" in module.__dict__:
+    if type(module).__call__ is not _MODULE_CALL or getattr(module, "_compiled_call_impl", None) is not None:
         return module
+    if _has_hooks(module) or "forward" in module.__dict__:  # the hooks, and the forward, as _call_impl runs them
+        return _METHOD(_routed(_CALL_IMPL, options), module)
     forward = getattr(type(module), "forward", None)
     if type(forward) is _FUNCTION:
         func = _copy(forward, options)
+        if func is forward and module._modules:  # torch's own container (nn.Sequential): routed, see _library_copy
+            func = _library_copy(forward, options)
         if func is not forward:
             return _METHOD(func, module)
     return module
@@ -237,12 +264,86 @@ def _copy(fn: types.FunctionType, options: Options):
     copy = _lookup(fn, _key(options))
     if copy is None:
         with _LOCK:
-            copy = _make(fn, options) if _compilable(fn) else fn
+            copy = _make(fn, options) if _compilable(fn) else _library_route(fn, options)
             _store(fn, _key(options), copy)
     return copy
 
 
-def _lookup(fn: types.FunctionType, key: int):
+def _library_route(fn: types.FunctionType, options: Options):
+    """What a routed call of `fn`, a function the router does not compile, calls: a function of
+    torch's that calls the function it is given (`checkpoint(block, x)`) with that argument
+    jitted; a wrapper of torch's around a user function (`@torch.no_grad()`, made with
+    functools.wraps) as a routed copy; anything else as it is."""
+    at = ARGUMENT_CALLERS.get(fn)
+    if at is not None:
+        return _JittedArgument(fn, at, options)
+    if fn in DISABLED or disabled(fn) is not None or fn.__code__.co_flags & CO_GENERATOR_LIKE or \
+            not _in_library(fn) or is_rewritten(fn.__code__):
+        return fn
+    inner, depth = getattr(fn, "__wrapped__", None), 0
+    while isinstance(inner, types.FunctionType) and depth < 8:
+        if inner in DISABLED or disabled(inner) is not None:
+            return fn
+        if _compilable(inner):
+            return _routed(fn, options)
+        inner, depth = getattr(inner, "__wrapped__", None), depth + 1
+    return fn
+
+
+class _JittedArgument:
+    """`fn` (torch.utils.checkpoint.checkpoint) called with its function argument jitted: the
+    function it calls -- again in the backward pass, for a checkpoint -- has its own graphs."""
+
+    def __init__(self, fn, at: tuple, options: Options):
+        self.fn, self.at, self.options = fn, at, options
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args, **kwargs):
+        position, keyword = self.at
+        if len(args) > position:
+            args = (*args[:position], jitted(args[position], self.options), *args[position + 1:])
+        elif keyword in kwargs:
+            kwargs[keyword] = jitted(kwargs[keyword], self.options)
+        return self.fn(*args, **kwargs)
+
+
+def _routed(fn: types.FunctionType, options: Options):
+    """A routed copy of `fn`, a function of torch's that calls the user's code: its own code as
+    it is, every call in it (and in the functions it defines) through the router -- not traced
+    (see the rule in the module docstring). One per function and options."""
+    key = (_key(options), "routed")
+    copy = _lookup(fn, key)
+    if copy is None:
+        with _LOCK:
+            globals_ = fn.__globals__
+            code = routed_code(original_code(fn.__code__), _router(options, _NO_OWNER),
+                               lambda c: plain_origin(globals_, c))
+            copy = types.FunctionType(code, globals_, fn.__name__, fn.__defaults__, fn.__closure__)
+            copy.__kwdefaults__ = fn.__kwdefaults__
+            copy.__qualname__, copy.__module__, copy.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
+            copy.__dict__.update((k, v) for k, v in fn.__dict__.items() if k != OWNER)
+            _store(fn, key, copy)
+    return copy
+
+
+def _NO_OWNER():
+    return None
+
+
+def _library_copy(fn: types.FunctionType, options: Options):
+    """The jitted copy of a function of torch's own that calls the user's code (a container's
+    forward): traced as user code is, its eagerly-run parts routed (see the module docstring's
+    rule). Kept apart from `_copy`'s (under its own key): a routed call of `fn` itself is not."""
+    key = (_key(options), "library")
+    copy = _lookup(fn, key)
+    if copy is None:
+        with _LOCK:
+            copy = _make(fn, options) if _compilable(fn, library=True) else fn
+            _store(fn, key, copy)
+    return copy
+
+
+def _lookup(fn: types.FunctionType, key):
     """What `fn` is called as under options `key` (its copy, or itself), while its code and
     defaults are those it had then; None when that is not known. (The router inlines this.)"""
     have = _COPIES.get(id(fn))
@@ -255,7 +356,7 @@ def _lookup(fn: types.FunctionType, key: int):
     return None
 
 
-def _store(fn: types.FunctionType, key: int, copy) -> None:
+def _store(fn: types.FunctionType, key, copy) -> None:
     """(Under _LOCK.) From now on `fn` is called as `copy` under options `key`."""
     have = _COPIES.get(id(fn))
     if have is None or have[0]() is not fn:
@@ -320,6 +421,12 @@ def _library_file(filename: str) -> bool:
     return path.startswith(_OURS) or path.startswith(_STDLIB) and not path.startswith(_SITE)
 
 
+def _in_library(fn: types.FunctionType) -> bool:
+    """Whether `fn` is torch's, triton's, rewrite's or the standard library's."""
+    module = (fn.__module__ or "").partition(".")[0]
+    return module in _SKIPPED_MODULES or _library_file(fn.__code__.co_filename)
+
+
 def _compilable(fn: types.FunctionType, library: bool = False) -> bool:
     """Whether a routed call compiles `fn`; with `library`, torch's own functions too (a module's
     forward compiled as jit(module) compiles it)."""
@@ -328,8 +435,7 @@ def _compilable(fn: types.FunctionType, library: bool = False) -> bool:
         return False
     if python_library(fn) or library:  # torch.optim, torch.amp: Python libraries, compiled as user code is
         return not is_rewritten(code)
-    module = (fn.__module__ or "").partition(".")[0]
-    if module in _SKIPPED_MODULES or _library_file(code.co_filename):
+    if _in_library(fn):
         return False
     return not is_rewritten(code)  # (a jitted function is called as it is: it has its own dispatcher)
 
@@ -396,4 +502,16 @@ def _dis(code) -> str:
     return out.getvalue()
 
 
-breaks.JIT.fill(route_of=route_of, plain_origin=plain_origin, jit_resume=jit_resume)
+def routes(fn, dispatcher) -> bool:
+    """Whether a call of `fn` that `dispatcher`'s eagerly-run code routes calls something else
+    than `fn` (a jitted or routed copy: kept, and counted under its root, as the router does)."""
+    try:
+        out = jitted(fn, dispatcher.options)
+        if out is not fn:
+            _keep(dispatcher, out)
+        return out is not fn
+    except Exception:
+        return False
+
+
+breaks.JIT.fill(route_of=route_of, plain_origin=plain_origin, jit_resume=jit_resume, routes=routes)

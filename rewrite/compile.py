@@ -44,9 +44,9 @@ from .ops.sets import members
 from .trace.builder import DynamicPolicy
 from .trace.graph import default_generator, example_values, storage_key as graph_storage
 from .trace.interpreter import Tracer
-from .values.vars import (ArrayVar, BoundVar, ConstVar, DictVar, DictViewVar, ExceptionVar, GradModeVar, IdentityKey,
-                          InstanceVar, IteratorVar, ListVar, MethodVar, ObjectVar, PartialVar, ScalarVar, SetVar, SymIntVar,
-                          TensorVar, TupleVar, Var, call_owned, key_var)
+from .values.vars import (ArrayVar, BoundVar, ConstVar, DictVar, DictViewVar, ExceptionVar, FunctionVar, GradModeVar,
+                          IdentityKey, InstanceVar, IteratorVar, ListVar, MethodVar, ObjectVar, PartialVar, ScalarVar,
+                          SetVar, SymIntVar, TensorVar, TupleVar, Var, call_owned, key_var)
 
 
 # backends that run the graph's torch calls as they are, so grad mode applies at run time
@@ -64,6 +64,7 @@ class Entry:
     reason: str | None = None  # why the entry runs eagerly, if it does
     compile_seconds: float = 0.0
     ops: int = 0
+    eager_ops: int = 0  # ops the trace saw that its calls run outside any graph (at least: see _eager_ops)
     graph_break: str | None = None  # why the traced part ends early (the rest is a resume function)
     where: list = field(default_factory=list)  # user stack of the break or fallback: (file, line, function)
     raises: bool = False  # a fallback because eager raises there, or initializes lazy modules (no warning)
@@ -88,6 +89,7 @@ class Capture:
     output_values: list = field(default_factory=list)  # what the trace computed for each of them
     render: object = None  # (i -> how graph output i is read, assign) -> statements; see plan_outputs
     consts: Consts = field(default_factory=Consts)
+    hooks_aside: bool = False  # saved-tensor hooks were in force, set aside for the trace (compile_entry)
 
     def release(self) -> None:
         """Let go of the call's values, the trace's and what the capture holds (`render`
@@ -499,6 +501,9 @@ class GraphFailure:
     def __call__(self, inputs: tuple, args: tuple, rng: list | None = None):
         """(`rng`: the generators' states before the graph ran, put back before each run again.)"""
         error = sys.exception()
+        if torch._C._autograd._top_saved_tensors_default_hooks(False) is not None:
+            raise error  # (hooks saw the graph's ops: no second run -- a checkpoint's recompute stops
+            # itself early by raising from its hook)
         if rng is not None:
             self.rng.restore(rng)
         if strict.enabled() and not self.ops_in_try:
@@ -652,7 +657,7 @@ def _first_from_trace(cap: Capture | None, compiled, brk, backend_name) -> list 
     trace holds for real. None where it may not; else what to write back first (a list of
     (real storage, the copy's storage))."""
     if cap is None or compiled is None or brk is not None or backend_name not in GRAD_MODE_AGNOSTIC or \
-            draws(cap.tracer.graph) or makes_logs(cap.tracer.graph):
+            draws(cap.tracer.graph) or makes_logs(cap.tracer.graph) or cap.hooks_aside:
         return None
     graph = cap.tracer.graph
     back = _write_back(cap) if graph.clone_inputs else []
@@ -763,12 +768,28 @@ def compile_entry(dispatcher, args) -> Entry:
     then the trace lets go of the call's values (`Tracer.release`). The cyclic garbage collector
     waits meanwhile (see _GcPause)."""
     traced: list = []
+    hooks = _saved_tensor_hooks_aside()
     with GC_PAUSE:  # (the trace let go of first: the collection that follows walks what stays)
         try:
-            return _compile_entry(dispatcher, args, traced)
+            return _compile_entry(dispatcher, args, traced, hooks_aside=bool(hooks))
         finally:
+            for pack, unpack in reversed(hooks):
+                torch._C._autograd._push_saved_tensors_default_hooks(pack, unpack)
             for tracer in traced:
                 tracer.release()
+
+
+def _saved_tensor_hooks_aside() -> list:
+    """Take the saved-tensor hooks in force off for the compile (a checkpoint's, `save_on_cpu`'s),
+    outermost first: the trace's ops are not the call's -- the compiling call then runs the
+    compiled code (see _first_from_trace), whose ops the hooks see once, as eager's. (A
+    non-reentrant checkpoint counts the tensors its forward saves: its recompute runs the
+    compiled code again and must save as many.)"""
+    hooks = []
+    while (top := torch._C._autograd._top_saved_tensors_default_hooks(False)) is not None:
+        hooks.append(top)
+        torch._C._autograd._pop_saved_tensors_default_hooks()
+    return hooks[::-1]
 
 
 class _GcPause:
@@ -828,13 +849,14 @@ class Phases:
         logs.get("perf_hints").debug("compile of %s: %.2f ms: %s%s", name, total * 1e3, parts, sizes)
 
 
-def _compile_entry(dispatcher, args, traced: list) -> Entry:
+def _compile_entry(dispatcher, args, traced: list, hooks_aside: bool = False) -> Entry:
     phases = Phases()
     start = phases.start
     code, globals_, params = dispatcher.code, dispatcher.globals, dispatcher.params
     name = f"{dispatcher.qualname.rpartition('.')[2]}_{dispatcher.compiles}"
     try:
         cap = capture(code, globals_, params, args, DynamicPolicy(dispatcher.options.dynamic, dispatcher.frame_state))
+        cap.hooks_aside = hooks_aside
         traced.append(cap)
         phases.done("trace")
         check_eager_parity(cap.tracer, dispatcher.options.fullgraph, *dispatcher.backend_for(cap))
@@ -862,6 +884,7 @@ def _compile_entry(dispatcher, args, traced: list) -> Entry:
         reason = head + (breaks.IN_LOOP if getattr(e, "in_loop", False) else "") + newline + rest
         settle(e)
         return Entry(guard, fn, dispatcher.compiles, source=source, reason=reason,
+                     eager_ops=tracer.root_ops if tracer is not None else 0,
                      compile_seconds=time.perf_counter() - start, where=list(e.where),
                      raises=isinstance(e, (RaisesEagerly, EagerOnce)), error=e, persist=persist)
     backend_name, backend = dispatcher.backend_for(cap)
@@ -883,6 +906,7 @@ def _compile_entry(dispatcher, args, traced: list) -> Entry:
 
 def _break_entry(dispatcher, tracer, brk, name: str, start: float, traced: list) -> Entry | None:
     """An entry that runs the graph traced before the break, the break, then a resume function."""
+    eager_ops = _eager_ops(tracer, brk, dispatcher)
     tracer.graph.rollback(brk.cp.graph_mark)
     brk.end_graph(tracer.graph)
     try:
@@ -906,12 +930,28 @@ def _break_entry(dispatcher, tracer, brk, name: str, start: float, traced: list)
         return None  # (no resume function for this break: the whole call runs eagerly)
     brk.log(dispatcher.qualname)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
-                  ops=tracer.graph.op_count, graph_break=str(brk.error), where=list(brk.error.where),
+                  ops=tracer.graph.op_count, eager_ops=eager_ops, graph_break=str(brk.error),
+                  where=list(brk.error.where),
                   graph=gm is not None, persist=persist,
                   resumes=[v for k, v in cap.consts.values.items() if k.startswith("___resume")])
     failure.entry, failure.gm = entry, gm
     _log(entry, name)
     return entry
+
+
+def _eager_ops(tracer, brk, dispatcher) -> int:
+    """The ops the trace recorded inside the break's eager step (a call it gave up in the middle
+    of) that run outside any graph: none when the call runs through a jitted or routed copy
+    (rewrite/callees.py: its ops are its own graphs'), else as many as the trace saw before it
+    gave up -- a lower bound (what the callee does after that point is not known)."""
+    dropped = tracer.graph.op_count - brk.cp.graph_mark[1]
+    if dropped <= 0 or not brk.kind.startswith("call"):
+        return 0
+    var = brk.cp.stack[brk.call["fn"]]
+    if isinstance(var, FunctionVar):  # (made by the traced code: the router copies it, as any user function)
+        return 0
+    callee = var.value if isinstance(var, ObjectVar) else var.func if isinstance(var, BoundVar) else None
+    return 0 if callee is not None and breaks.JIT.routes(callee, dispatcher) else dropped
 
 
 def _log(entry: Entry, name: str) -> None:

@@ -85,9 +85,10 @@ class Dispatcher:
         self.plain = False  # (then: callees call the original function, not this one's)
         self.root = None  # a weak reference to the @jit function's dispatcher whose eager part this is
         self.breaks = 0  # graph breaks compiled under it (this one a root: see _count_break)
+        self.graph_ops = self.eager_ops = 0  # ops compiled into graphs under it, ops traced that run outside any
         self.persisted = persist.Held()  # what the persistent cache holds for it (rewrite/persist.py)
         persist.prefetch()
-        self._warned_breaks = False
+        self._warned_breaks = self._warned_share = False
         _ALL.add(self)
 
     # -- the miss path ----------------------------------------------------------------------
@@ -155,6 +156,7 @@ class Dispatcher:
             self.on_plain()  # (a callee copy with no tensors and no ops: called as it is from now on)
         if entry.graph_break is not None:
             self._count_break(entry)
+        self._count_ops(entry)
         persist.store(self, entry)
         if entry.reason is not None:
             if logs.enabled("graph_breaks"):
@@ -200,6 +202,30 @@ class Dispatcher:
                                    f"functions it calls{at}; each returns to Python between graphs, so its calls "
                                    "may run slower than eager. rewrite.explain(fn)(...) lists them", BreaksWarning,
                                    root.code.co_filename, root.code.co_firstlineno,
+                                   module=root.globals.get("__name__"))
+
+    def _count_ops(self, entry) -> None:
+        """Once per @jit function: more than a quarter of the ops its compiles traced (in it and
+        the functions it calls) run outside any graph -- a break in a call that runs as it is,
+        a frame that runs eagerly (a lower bound: Entry.eager_ops)."""
+        root = self.root() if self.root is not None else self
+        if root is None or entry.raises or entry.reason is not None and root is self:
+            return  # (a root that runs wholly eagerly: _warn_eager says so)
+        root.graph_ops += entry.ops if entry.graph else 0
+        root.eager_ops += entry.eager_ops
+        if logs.enabled("graph_breaks") and entry.graph and (entry.graph_break is not None or self is not root):
+            logs.get("graph_breaks").debug("%s (%s:%s): a graph of %d ops%s", self.qualname, self.code.co_filename,
+                                           self.code.co_firstlineno, entry.ops,
+                                           "" if self is root else f", part of {root.qualname}'s calls")
+        if root.warn_eager and not root._warned_share and root.eager_ops * 4 > root.eager_ops + root.graph_ops:
+            root._warned_share = True
+            at = "".join(f" (the last at {f}:{line}: {(entry.eager_reason or '').splitlines()[0]})"
+                         for f, line, _fn in getattr(entry, "where", [])[-1:])
+            warnings.warn_explicit(f"rewrite: {root.qualname}: at least {root.eager_ops} of the "
+                                   f"{root.eager_ops + root.graph_ops} tensor ops its calls traced (in it and in "
+                                   f"the functions it calls) run outside any graph{at}: graph breaks in calls "
+                                   "that run as they are, or functions that run eagerly. rewrite.explain(fn)(...) "
+                                   "lists them", BreaksWarning, root.code.co_filename, root.code.co_firstlineno,
                                    module=root.globals.get("__name__"))
 
     def _warn_eager(self, entry) -> None:

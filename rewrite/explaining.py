@@ -41,6 +41,7 @@ class ExplainOutput:
     break_reasons: list = field(default_factory=list)  # BreakReason, each graph break and each call run eagerly
     eager_reasons: list = field(default_factory=list)  # BreakReason, the calls of them that ran wholly eagerly
     ops_per_graph: list = field(default_factory=list)  # [[op names]]
+    graph_sites: list = field(default_factory=list)  # where each graph was compiled: "qualname, file:line"
     guards: list = field(default_factory=list)  # guard source of each entry compiled
     result: object = None
 
@@ -58,7 +59,8 @@ class ExplainOutput:
             lines.append("Ran wholly eagerly (none of that frame's own code compiled; its callees compile apart):")
             lines += [f"  {i + 1}. {r}" for i, r in enumerate(self.eager_reasons)]
         for i, ops in enumerate(self.ops_per_graph):
-            lines.append(f"Ops in graph {i + 1}: {', '.join(ops) if ops else '(none)'}")
+            site = f" ({self.graph_sites[i]})" if i < len(self.graph_sites) and self.graph_sites[i] else ""
+            lines.append(f"Ops in graph {i + 1}{site}: {', '.join(ops) if ops else '(none)'}")
         lines.append("Guards:")
         lines += ["  " + line for g in self.guards for line in g.strip().splitlines()]
         return "\n".join(lines)
@@ -100,6 +102,11 @@ def explain(fn, backend=None):
             out.result = bound(*args, **kwargs)
         finally:
             dispatch.OBSERVERS.remove(compiled)
+        sites = {}
+        for d, entry in compiled:
+            if entry.graph_module is not None:
+                sites[id(entry.graph_module)] = f"{d.qualname}, {d.code.co_filename}:{d.code.co_firstlineno}"
+        out.graph_sites = [sites.get(id(gm), "") for gm in out.graphs]
         for _dispatcher, entry in compiled:
             out.guards.append(entry.guard.source)
             reason = entry.eager_reason

@@ -166,7 +166,7 @@ def record_of(material: dict, qualname: str) -> dict | None:
     record = {"source": material["source"], "code": marshal.dumps(material["code"]),
               "guards": encode_guards(material["guards"]), "guard": material["guard"], "consts": tuple(locs),
               "tensors": material["tensors"], "name": material["name"], "ops": material["ops"],
-              "graph": material["graph"], "graph_break": material["graph_break"],
+              "eager_ops": material["eager_ops"], "graph": material["graph"], "graph_break": material["graph_break"],
               "reason": material["reason"], "raises": material["raises"], "where": material["where"],
               "reader": marshal.dumps(compile(material["reader"], "<rewrite tensors>", "exec"))
               if material["reader"] else b""}
@@ -211,7 +211,7 @@ def store(dispatcher, entry: Entry) -> None:
         return
     material["consts"] = {name: _Made(loc) if (loc := _made_anew(name, value)) is not None else value
                           for name, value in material["consts"].items()}
-    material.update(index=entry.index, ops=entry.ops, graph=entry.graph, graph_break=entry.graph_break,
+    material.update(index=entry.index, ops=entry.ops, eager_ops=entry.eager_ops, graph=entry.graph, graph_break=entry.graph_break,
                     reason=entry.reason, raises=entry.raises,
                     where=tuple(tuple(w) for w in entry.where))
     _writer().put((key, material, dispatcher.qualname, dispatcher.persisted, dict(dispatcher.frame_state)))
@@ -460,7 +460,8 @@ def _entry(dispatcher, record: dict, args) -> Entry:
     guard = GuardFunction(guard_maker(record["name"], record["guard"], globals_, values), record["guard"],
                           lambda: decode_guards(encoded) if encoded else [], dispatcher.params, globals_, lazy=True)
     entry = Entry(guard, fn, dispatcher.compiles, source=record["source"], reason=record["reason"],
-                  ops=record["ops"], where=[tuple(w) for w in record["where"]], raises=record["raises"], loaded=True,
+                  ops=record["ops"], eager_ops=record.get("eager_ops", 0), where=[tuple(w) for w in record["where"]],
+                  raises=record["raises"], loaded=True,
                   graph=record["graph"], graph_break=record["graph_break"],
                   resumes=[value for name, value in found.items() if name.startswith("___resume")])
     if failure is not None:

@@ -12,7 +12,9 @@ is spelled) are `compat`'s.
 """
 from __future__ import annotations
 
-from bytecode import Instr
+import types
+
+from bytecode import Bytecode, Instr
 
 from . import compat
 
@@ -94,3 +96,22 @@ def producer(instrs: list, index: int, depth: int):
         h += pops - pushes
         i -= 1
     return None, None, None
+
+
+def routed_code(code, router, plain_for=None):
+    """`code` with every call's callable passed through `router`, in the functions it defines
+    too (`_call_impl`'s closure `inner()`, which calls the forward), and no prologue: a frame
+    of torch's own that calls the user's code, run as it is but for what it calls (see
+    rewrite/callees.py's rule). `plain_for(code)`: the `plain` of each code (route_calls).
+    Generators it defines are left as they are."""
+    bc = Bytecode.from_code(code)
+    at = compat.preamble_end(bc)
+    bc[at:] = route_calls(bc[at:], router, plain_for(code) if plain_for is not None else None)
+    for ins in bc:
+        if isinstance(ins, Instr) and isinstance(ins.arg, types.CodeType) and \
+                not ins.arg.co_flags & compat.CO_GENERATOR_LIKE:
+            ins.arg = routed_code(ins.arg, router, plain_for)
+    return compat.with_original_depths(compat.to_code(bc, code.co_stacksize + _ROUTING_DEPTH, code), code)
+
+
+_ROUTING_DEPTH = 3  # (what a routed call pushes above its callable while it routes it: compat.routed)

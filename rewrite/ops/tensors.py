@@ -424,6 +424,8 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
                               "is off", "set rewrite.config.capture_dynamic_output_shape_ops = True to record it")
     graph.ops_in_try = graph.ops_in_try or in_try  # (no switch to copies midway: see GraphBuilder._copy_written)
     node, result = graph.call(kind, target, tuple(args), dict(kwargs) if kwargs else {})
+    if frame is tracer.root:
+        tracer.root_ops += 1  # (what runs outside any graph if this frame runs eagerly: Entry.eager_ops)
     if (name in VALUE_ERRORS or type(name) is not str) and _may_raise_on_values(node, target, name, args, kwargs):
         node.meta["may_raise"] = True
     if in_try:

@@ -108,6 +108,7 @@ class Tracer:
         self.kept: list = []  # objects the trace made to read (copies), alive as long as it: ids stay unique
         self.traced_ids: dict = {}  # id(Var) -> (Var, TracedId): id() of values the trace made
         self.steps = 0
+        self.root_ops = 0  # ops recorded by the root frame's own code (ops.tensors._record)
         self.depth = 0
         self.log_trace = logs.enabled("trace")
         self.grad_at_start = self.grad_enabled = torch.is_grad_enabled()
