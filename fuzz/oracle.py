@@ -426,15 +426,17 @@ def run_program(program, dims1: dict, dims2: dict, backend="python", seed: int =
 def check_library_frames(compiled, ns: dict) -> None:
     """Code the program reached through torch's own frames (programs.LIBRARY_FRAMES: an
     nn.Sequential, a hooked module, a checkpoint, a @torch.no_grad() wrapper) and that ran
-    (it notes so in CALLED) compiled graphs of its own: a break inside it must not leave it
-    eager (issue 44). Divergence if not."""
+    (it notes so in CALLED) compiled graphs of its own -- or, called on no tensor (a string
+    the program made), found nothing to compile, or raised as eager does: a break inside it
+    must not leave it eager
+    (issue 44). Divergence if not."""
     from rewrite.callees import copy_of
     options = rewrite.dispatcher_of(compiled).options
     for name in ns.get("CALLED", {}):
         fn = ns["Step"].forward if name == "Step" else getattr(ns[name], "__wrapped__", ns[name])
         copy = copy_of(fn, options)
-        entries = rewrite.dispatcher_of(copy).entries if copy is not None else ()
-        if not any(e.graph for e in entries):
+        held = rewrite.dispatcher_of(copy) if copy is not None else None
+        if held is None or not held.plain and not any(e.graph or e.raises for e in held.entries):
             raise Divergence(f"{name}: reached through torch's own frames, it ran without a graph of its own "
                              f"({'no jitted copy was made' if copy is None else 'its copy compiled no graph'})")
 

@@ -663,6 +663,24 @@ class Step(torch.nn.Module):
             print('step', tuple(t.shape))
         return t.sin()''',
     "STEPS": "STEPS = torch.nn.Sequential(Step(False), Step(True), Step(False))",
+    # what libraries read of modules and sets (issue 45): a module whose class reads its config
+    # in __getattr__ before nn.Module's (diffusers' ModelMixin); frozensets and sets in globals
+    "CfgMod": '''\
+class CfgMod(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(1, 1)
+        self.register_buffer("buf", torch.ones(1))
+        self._internal_dict = {"cfg": 2}
+
+    def __getattr__(self, name):
+        config = self.__dict__.get("_internal_dict")
+        if config is not None and name in config and name not in self.__dict__:
+            return config[name]
+        return super().__getattr__(name)''',
+    "CFGM": "CFGM = CfgMod()",
+    "GFROZEN": 'GFROZEN = frozenset({"mps", "npu", 3})',
+    "GBYKEY": 'GBYKEY = {"a": frozenset({"x"}), "b": frozenset(), "c": {"y", "z"}}',
     "HOOKED": "HOOKED = Step(True)\nHOOKED.register_forward_hook(lambda module, args, out: out - 1)",
     "ckstep": '''\
 def ckstep(t):
@@ -680,7 +698,7 @@ def nograd_step(t):
 }
 PRELUDE_NEEDS = {"Scaled": ("Acc",), "checked": ("FuzzError",), "quiet": ("FuzzError",), "deleg_gen": ("sub_gen",),
                  "Step": ("CALLED",), "STEPS": ("Step",), "HOOKED": ("Step",), "ckstep": ("CALLED",),
-                 "nograd_step": ("CALLED",)}
+                 "nograd_step": ("CALLED",), "CFGM": ("CfgMod",)}
 # (GSET: a global set the programs read and change; each module of a program has its own)
 
 
@@ -1178,7 +1196,19 @@ LIBRARY_FRAMES = [
     "{new} = torch.utils.checkpoint.checkpoint(ckstep, {a}, use_reentrant=False)",
     "{new} = nograd_step({a})",
 ]
-LIBRARY_RULES = [(1, rule_block(LIBRARY_FRAMES))]
+# what libraries read of modules and of sets that came in (issue 45): hasattr / getattr with a
+# default through a module class's own __getattr__ and nn.Module's; truth, len, `in`, iteration
+# of frozensets and sets read from globals and dict values (GSET: changed by other rules)
+LIBRARY_READS = [
+    "{new} = {a} * (2 if hasattr(CFGM, 'cfg') else 3) + getattr(CFGM, 'missing', 1) + hasattr(CFGM, 'buf')",
+    "{new} = {a} + sum(hasattr(m, name) for m in CFGM.modules() for name in ('lin', 'weight', '_hook', 'cfg'))",
+    "{new} = {a} * getattr(CFGM.lin, 'cfg', 4) + (5 if hasattr(CFGM, 'training') else 6)",
+    "{new} = {a} * (len(GFROZEN) if GFROZEN else 0.5) + ('mps' in GFROZEN) - (3 in GFROZEN)",
+    "{new} = {a} + (2 if GBYKEY.get('b') or GBYKEY.get('q') else 3) * len(GBYKEY['c'])",
+    "{new} = {a} * len([m for m in sorted(GFROZEN, key=str)]) + ('y' in GBYKEY['c'])",
+    "{new} = {a} * (len(GSET) if GSET else -1)",
+    "{new} = {a} + (1 if (u := GBYKEY.get('a')) and 'x' in u else 0)",
+]
 SEMANTIC_RULES = [(1, rule_block(SEMANTICS))]  # (among the other Python rules; `--focus semantics`: mostly these)
 WRITTEN_RULES = [(1, rule_block(WRITTEN))]  # (`--focus written`: mostly these)
 NUMPY_RULES = [(6, rule_block(NUMPY))]  # (`--focus numpy`)
@@ -1195,7 +1225,7 @@ RULES = [
     (8, rule_assign(UNARY)), (8, rule_assign(BINARY)), (5, rule_assign(REDUCE)), (5, rule_assign(VIEW)),
     (4, rule_assign(INDEX)), (4, rule_assign(COMBINE)), (3, rule_assign(SIZES, "k")), (2, rule_assign(CREATE)),
     (2, rule_if_python), (2, rule_for), (2, rule_helper), (1, rule_unsupported), (2, rule_box),
-    (1, rule_grad_block), *WRITE_RULES, *PYTHON_RULES, *LIBRARY_RULES,
+    (1, rule_grad_block), *WRITE_RULES, *PYTHON_RULES,
 ]
 # `python -m rewrite.fuzz --focus NAME`: a subset of the rules, for a long run at one feature
 FOCUS = {
@@ -1217,8 +1247,10 @@ FOCUS = {
     "written": [(6, rule_block(WRITTEN)), (2, rule_assign(BINARY)), (1, rule_assign(SIZES, "k")), (1, rule_for),
                 (1, rule_write(INPLACE)), (1, rule_unsupported)],
     # NumPy over arrays from tensors and arrays passed in (issue 41), compared with NumPy's tolerance (oracle.py)
-    # calls through torch's own frames into code that breaks (issue 44)
-    "library": [(4, rule_block(LIBRARY_FRAMES)), (2, rule_assign(BINARY)), (1, rule_assign(UNARY)), (1, rule_for),
+    # calls through torch's own frames into code that breaks (issue 44); what libraries read of
+    # modules and sets (issue 45)
+    "library": [(4, rule_block(LIBRARY_FRAMES)), (4, rule_block(LIBRARY_READS)), (1, rule_block(WRITTEN)),
+                (2, rule_assign(BINARY)), (1, rule_assign(UNARY)), (1, rule_for),
                 (1, rule_write(INPLACE)), (1, rule_unsupported), (1, rule_helper)],
     "numpy": NUMPY_RULES + [(2, rule_assign(BINARY)), (1, rule_assign(REDUCE)), (1, rule_write(INPLACE)),
                             (1, rule_unsupported)],

@@ -190,9 +190,7 @@ def plain_origin(globals_: dict, code=None):
         if t in _PLAIN or isinstance(value, type):
             return True
         if t is _FUNCTION:
-            code = value.__code__
-            module = (value.__module__ or "").partition(".")[0]
-            return module in _SKIPPED_MODULES or _library_file(code.co_filename)
+            return _in_library(value) and not _calls_user_code(value)
         return False
     return plain
 
@@ -277,17 +275,26 @@ def _library_route(fn: types.FunctionType, options: Options):
     at = ARGUMENT_CALLERS.get(fn)
     if at is not None:
         return _JittedArgument(fn, at, options)
+    return _routed(fn, options) if _calls_user_code(fn) else fn
+
+
+def _calls_user_code(fn: types.FunctionType) -> bool:
+    """Whether `fn`, a function of torch's (or the standard library's), calls a function of the
+    user's it was given: torch.utils.checkpoint (ARGUMENT_CALLERS), or a wrapper made with
+    functools.wraps around a user function that compiles (not a disabled one)."""
+    if fn in ARGUMENT_CALLERS:
+        return True
     if fn in DISABLED or disabled(fn) is not None or fn.__code__.co_flags & CO_GENERATOR_LIKE or \
             not _in_library(fn) or is_rewritten(fn.__code__):
-        return fn
+        return False
     inner, depth = getattr(fn, "__wrapped__", None), 0
     while isinstance(inner, types.FunctionType) and depth < 8:
         if inner in DISABLED or disabled(inner) is not None:
-            return fn
+            return False
         if _compilable(inner):
-            return _routed(fn, options)
+            return True
         inner, depth = getattr(inner, "__wrapped__", None), depth + 1
-    return fn
+    return False
 
 
 class _JittedArgument:

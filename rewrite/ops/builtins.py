@@ -23,9 +23,9 @@ from ..values.vars import (ConstVar, DictVar, DictViewVar, ExceptionVar, Functio
                            ListVar, ObjectVar, SetVar, SymIntVar, TensorVar, TracebackVar, TupleVar, Var)
 from .bases import protocol
 from .copying import deepcopy, shallow
-from .core import (BUILTINS, CALLS, DATA_DEPENDENT_HINT, LIST_ITERATOR, check_iterable, const, describe, fold,
-                   foldable, is_callable, iterate, len_result, python_type, python_value, rule, sort_items, sort_keys,
-                   truthy, unpack)
+from .core import (BUILTINS, CALLS, DATA_DEPENDENT_HINT, LIST_ITERATOR, came_in_set_len, check_iterable, const,
+                   describe, fold, foldable, is_callable, iterate, len_result, python_type, python_value, rule,
+                   sort_items, sort_keys, truthy, unpack)
 from .fills import fill
 from .instances import _MISSING as missing, call_dunder, class_attr, class_source, is_slot, is_user_object, type_of
 from .iterators import deque_iterator, dict_iterator, reversed_list
@@ -79,6 +79,8 @@ def _len(frame, args, kwargs):
     if isinstance(v, SetVar):
         return ConstVar(len(v.items))
     if isinstance(v, ObjectVar):
+        if type(v.value) in (set, frozenset):
+            return ConstVar(came_in_set_len(frame, v))
         mods = container_modules(frame, v)
         if mods is not None:
             return ConstVar(len(mods.items))
@@ -196,11 +198,20 @@ def _hasattr(frame, args, kwargs):
 
 
 def _hooked(v: Var) -> bool:
-    """An object whose class looks attributes up in Python (`__getattribute__`, `__getattr__`)."""
-    if not is_user_object(v) or isinstance(getattr(v, "value", None), torch.nn.Module):
+    """An object whose class looks attributes up in Python (`__getattribute__`, `__getattr__`):
+    of a module, other code than nn.Module's own `__getattr__` (diffusers' ModelMixin reads its
+    config first) -- nn.Module's finds only parameters, buffers and submodules (_has_attr)."""
+    if isinstance(v, ObjectVar) and isinstance(v.value, torch.nn.Module):
+        cls = type(v.value)
+        return class_attr(cls, "__getattr__") is not _MODULE_GETATTR or \
+            isinstance(class_attr(cls, "__getattribute__"), types.FunctionType)
+    if not is_user_object(v):
         return False
     cls = type_of(v)
     return any(isinstance(class_attr(cls, hook), types.FunctionType) for hook in ("__getattribute__", "__getattr__"))
+
+
+_MODULE_GETATTR = torch.nn.Module.__getattr__
 
 
 def _traced_getattr(frame, v: Var, name: str) -> Var | None:

@@ -14,7 +14,7 @@ import types
 import torch
 
 from ..errors import PythonError, Raised, Unsupported, python_error, traced_error_type
-from ..guards.guard import AliasMatch, DistinctMatch, IdMatch, MemberMatch, TypeMatch
+from ..guards.guard import AliasMatch, DistinctMatch, IdMatch, LenMatch, MemberMatch, TypeMatch
 from ..registry import Protocol
 from ..values.side_effects import DELETED
 from ..values.vars import (IMMUTABLE, ArrayVar, AttrDictVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar,
@@ -405,6 +405,8 @@ def truthy(frame, v: Var) -> bool:
             return bool(inherited.value)
         if isinstance(v, InstanceVar):
             return True
+    if isinstance(v, ObjectVar) and type(v.value) in (set, frozenset):
+        return came_in_set_len(frame, v) > 0
     if isinstance(v, ObjectVar):
         val = v.value
         if val is None:
@@ -441,6 +443,8 @@ def unpack(frame, v: Var) -> list[Var]:
         return [getitem(frame, v, ConstVar(i)) for i in range(TENSORS.tensor_len(frame, v))]
     if isinstance(v, ArrayVar):
         return ARRAYS.unpack(frame, v)
+    if isinstance(v, ObjectVar) and type(v.value) is frozenset:
+        return came_in_frozenset_members(frame, v)
     if isinstance(v, ObjectVar):
         items = MODULES.iterate(frame, v)
         if items is not None:
@@ -669,6 +673,34 @@ def contains(frame, container: Var, item: Var) -> bool:
                 return True
         return False
     raise Unsupported(f"`in` on {describe(container)}")
+
+
+def came_in_set_len(frame, s: ObjectVar) -> int:
+    """len() of a set or frozenset that came in (a global, a dict's value, an attribute: what its
+    truth and len() read) -- a frozenset guarded by identity (it cannot change), a set by its
+    type and length (not one the call changed: the trace does not follow its members). One
+    without a source (a trusted module's constant) is a constant."""
+    if s.source is not None:
+        if type(s.value) is frozenset:
+            frame.tracer.guards.add(IdMatch(s.source, s.value))
+        else:
+            if frame.tracer.side_effects.changed(s.source):
+                raise Unsupported("the length of a set that came in and that the call changed")
+            frame.tracer.guards.add(TypeMatch(s.source, set))
+            frame.tracer.guards.add(LenMatch(s.source, len(s.value)))
+    return len(s.value)
+
+
+def came_in_frozenset_members(frame, s: ObjectVar) -> list[Var]:
+    """The members of a frozenset that came in, in its own iteration order (guarded by identity:
+    the same object iterates the same way), where they are constants."""
+    if not all(type(m) in (int, float, bool, str, bytes, complex, type(None)) for m in s.value):
+        raise Unsupported(f"iteration over {describe(s)} of members other than numbers and strings")
+    if fold(len, s.value) > MAX_ITEMS:
+        raise Unsupported(f"iterating over {describe(s)} while tracing (more than {MAX_ITEMS} items)")
+    if s.source is not None:
+        frame.tracer.guards.add(IdMatch(s.source, s.value))
+    return [const(m) for m in s.value]
 
 
 def _in_set(frame, s: ObjectVar, item: Var) -> bool:
