@@ -459,3 +459,28 @@ def test_a_function_passed_in_as_a_dict_key_and_set_member_is_guarded_by_identit
     jit(f)
     for g in (first, make_adder(1), first, make_adder(1)):
         assert_same(f(torch.zeros(1), g, registry, seen), eager(torch.zeros(1), g, registry, seen))
+
+
+def test_the_distinct_pairs_of_a_walk_over_modules_are_one_check():
+    """`module.modules()` asks `sub not in memo` of every module it meets: each pair of modules
+    must stay different objects -- n(n-1)/2 pairs, checked as one `len({id(...), ...}) == n`
+    (guards/codegen.py, _merge_distinct). The same module in two places later: eager's count
+    changes, and so does the compiled one's."""
+    from rewrite.guards.guard import DistinctMatch, UnaliasedMatch
+
+    model = torch.nn.Sequential(*[torch.nn.Linear(2, 2) for _ in range(8)])
+
+    def f(m, x):
+        n = 0
+        for _ in m.modules():
+            n += 1
+        return x * n
+
+    x = torch.randn(2)
+    compiled = jit(eager_copy(f))
+    assert_same(compiled(model, x), f(model, x))
+    guards = dispatcher_of(compiled).entries[0].guard.guards
+    assert not [g for g in guards if type(g) is DistinctMatch]
+    assert [g for g in guards if type(g) is UnaliasedMatch and len(g.others) >= 8]
+    model[3] = model[2]
+    assert_same(compiled(model, x), f(model, x))

@@ -200,9 +200,10 @@ class DistinctMatch(Guard):
 
 @dataclass(frozen=True)
 class UnaliasedMatch(Guard):
-    """Objects that came in, that the call changes (and the others of their classes it holds),
-    were all different objects while tracing: what the entry replays assumes it (one passed
-    twice would see both writes)."""
+    """Sources that held pairwise different objects while tracing: objects that came in, that
+    the call changes (and the others of their classes it holds) -- what the entry replays
+    assumes it (one passed twice would see both writes) --, or a group of DistinctMatch pairs
+    (codegen._merge_distinct)."""
     source: Source
     others: tuple
     priority = 6
