@@ -259,11 +259,17 @@ def compile_in_place(module: torch.nn.Module, options: Options) -> None:
 
 
 def _copy(fn: types.FunctionType, options: Options):
-    copy = _lookup(fn, _key(options))
+    return _cached(fn, _key(options),
+                   lambda: _make(fn, options) if _compilable(fn) else _library_route(fn, options))
+
+
+def _cached(fn: types.FunctionType, key, make):
+    """What `fn` is called as under `key` (see _lookup): made by `make()` the first time."""
+    copy = _lookup(fn, key)
     if copy is None:
         with _LOCK:
-            copy = _make(fn, options) if _compilable(fn) else _library_route(fn, options)
-            _store(fn, _key(options), copy)
+            copy = make()
+            _store(fn, key, copy)
     return copy
 
 
@@ -318,19 +324,8 @@ def _routed(fn: types.FunctionType, options: Options):
     """A routed copy of `fn`, a function of torch's that calls the user's code: its own code as
     it is, every call in it (and in the functions it defines) through the router -- not traced
     (see the rule in the module docstring). One per function and options."""
-    key = (_key(options), "routed")
-    copy = _lookup(fn, key)
-    if copy is None:
-        with _LOCK:
-            globals_ = fn.__globals__
-            code = routed_code(original_code(fn.__code__), _router(options, _NO_OWNER),
-                               lambda c: plain_origin(globals_, c))
-            copy = types.FunctionType(code, globals_, fn.__name__, fn.__defaults__, fn.__closure__)
-            copy.__kwdefaults__ = fn.__kwdefaults__
-            copy.__qualname__, copy.__module__, copy.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
-            copy.__dict__.update((k, v) for k, v in fn.__dict__.items() if k != OWNER)
-            _store(fn, key, copy)
-    return copy
+    return _cached(fn, (_key(options), "routed"), lambda: _like(fn, routed_code(
+        original_code(fn.__code__), _router(options, _NO_OWNER), lambda c: plain_origin(fn.__globals__, c))))
 
 
 def _NO_OWNER():
@@ -341,13 +336,8 @@ def _library_copy(fn: types.FunctionType, options: Options):
     """The jitted copy of a function of torch's own that calls the user's code (a container's
     forward): traced as user code is, its eagerly-run parts routed (see the module docstring's
     rule). Kept apart from `_copy`'s (under its own key): a routed call of `fn` itself is not."""
-    key = (_key(options), "library")
-    copy = _lookup(fn, key)
-    if copy is None:
-        with _LOCK:
-            copy = _make(fn, options) if _compilable(fn, library=True) else fn
-            _store(fn, key, copy)
-    return copy
+    return _cached(fn, (_key(options), "library"),
+                   lambda: _make(fn, options) if _compilable(fn, library=True) else fn)
 
 
 def _lookup(fn: types.FunctionType, key):
@@ -374,13 +364,19 @@ def _store(fn: types.FunctionType, key, copy) -> None:
     have[1][key] = (copy, fn.__code__, fn.__defaults__, fn.__kwdefaults__)
 
 
-def _make(fn: types.FunctionType, options: Options):
-    copy = types.FunctionType(original_code(fn.__code__), fn.__globals__, fn.__name__, fn.__defaults__,
-                              fn.__closure__)
+def _like(fn: types.FunctionType, code: types.CodeType) -> types.FunctionType:
+    """A function of `code` with `fn`'s globals, defaults, closure, names and attributes (its
+    owner's mark aside)."""
+    copy = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     copy.__kwdefaults__ = fn.__kwdefaults__
     copy.__qualname__, copy.__module__, copy.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
-    copy.__dict__.update((k, v) for k, v in fn.__dict__.items() if k != OWNER)  # (no __wrapped__: nothing
-    rewrite_code(copy, options, share_key(copy))  # holds fn)
+    copy.__dict__.update((k, v) for k, v in fn.__dict__.items() if k != OWNER)  # (no __wrapped__: nothing holds fn)
+    return copy
+
+
+def _make(fn: types.FunctionType, options: Options):
+    copy = _like(fn, original_code(fn.__code__))
+    rewrite_code(copy, options, share_key(copy))
     d = dispatcher_of(copy)
     if d.plain:
         return fn

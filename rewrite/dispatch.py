@@ -220,7 +220,7 @@ class Dispatcher:
         if root.warn_eager and not root._warned_share and root.eager_ops * 4 > root.eager_ops + root.graph_ops:
             root._warned_share = True
             at = "".join(f" (the last at {f}:{line}: {(entry.eager_reason or '').splitlines()[0]})"
-                         for f, line, _fn in getattr(entry, "where", [])[-1:])
+                         for f, line, _fn in entry.where[-1:])
             warnings.warn_explicit(f"rewrite: {root.qualname}: at least {root.eager_ops} of the "
                                    f"{root.eager_ops + root.graph_ops} tensor ops its calls traced (in it and in "
                                    f"the functions it calls) run outside any graph{at}: graph breaks in calls "

@@ -34,13 +34,9 @@ class Plain(nn.Module):
         self.scale = 3
 
 
-class Configured(ConfigMixin):
+class Configured(ConfigMixin, Plain):
     def __init__(self):
         super().__init__()
-        self.lin = nn.Linear(4, 4)
-        self.weight = nn.Parameter(torch.ones(4))
-        self.register_buffer("buf", torch.full((4,), 2.0))
-        self.scale = 3
         self._internal_dict = {"cfg_key": 5}
 
 

@@ -17,7 +17,7 @@ from ..errors import PythonError, Raised, Unsupported, python_error, traced_erro
 from ..guards.guard import AliasMatch, DistinctMatch, IdMatch, LenMatch, MemberMatch, TypeMatch
 from ..registry import Protocol
 from ..values.side_effects import DELETED
-from ..values.vars import (IMMUTABLE, ArrayVar, AttrDictVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar,
+from ..values.vars import (IMMUTABLE, SCALARS, ArrayVar, AttrDictVar, BoundVar, CellVar, ConstVar, DictVar, DictViewVar,
                            ExceptionVar, FunctionVar, GradModeVar, IdentityKey, InstanceVar, IteratorVar, ListVar,
                            MethodVar, ModeDecoratedVar, ObjectVar, PartialVar, RecordedContextVar, ScalarVar, SetVar,
                            SuperVar, SymIntVar, TensorVar, TupleVar, Var, key_var, note_mutation)
@@ -694,7 +694,7 @@ def came_in_set_len(frame, s: ObjectVar) -> int:
 def came_in_frozenset_members(frame, s: ObjectVar) -> list[Var]:
     """The members of a frozenset that came in, in its own iteration order (guarded by identity:
     the same object iterates the same way), where they are constants."""
-    if not all(type(m) in (int, float, bool, str, bytes, complex, type(None)) for m in s.value):
+    if not all(type(m) in SCALARS for m in s.value):
         raise Unsupported(f"iteration over {describe(s)} of members other than numbers and strings")
     if fold(len, s.value) > MAX_ITEMS:
         raise Unsupported(f"iterating over {describe(s)} while tracing (more than {MAX_ITEMS} items)")
