@@ -46,6 +46,8 @@ LEVEL = {**{fn: COMPARISON for fn in (operator.lt, operator.le, operator.eq, ope
          operator.add: 8, operator.sub: 8, operator.mul: 9, operator.matmul: 9, operator.truediv: 9,
          operator.floordiv: 9, operator.mod: 9, operator.pow: POWER}
 RESERVED = {"torch", "operator"}
+Node = torch.fx.Node
+SET_GRAD = torch._C._set_grad_enabled
 MAX_NESTING = 6  # values written into one statement at most (a longer chain starts a new one)
 
 
@@ -81,9 +83,11 @@ class Renderer:
 
     def arg(self, a) -> str:
         t = type(a)
+        if t is Node:
+            return self.inline.get(a) or self.names[a]
         if t is int or t is bool or t is float and math.isfinite(a):
-            return repr(a)  # (numbers first: most constants, without the walk below)
-        if isinstance(a, torch.fx.Node):
+            return repr(a)  # (numbers: most constants, without the walk below)
+        if isinstance(a, Node):
             return self.inline.get(a) or self.names[a]
         if isinstance(a, tuple):
             inner = ", ".join(self.arg(x) for x in a)
@@ -107,9 +111,14 @@ class Renderer:
         applies to it: in parentheses if it binds looser -- or as tightly, where `tie` (the
         right operand of a left-associative operator, either side of a comparison, the left
         of `**`). A negative number is parenthesized too (`(-2) ** x`)."""
-        text = self.arg(a)
-        inner = self._level.get(a, PRIMARY) if isinstance(a, torch.fx.Node) else \
-            UNARY_LEVEL if text[:1] == "-" else PRIMARY
+        if type(a) is Node:
+            text = self.inline.get(a)
+            if text is None:
+                return self.names[a]  # (a name binds tightest)
+            inner = self._level[a]
+        else:
+            text = self.arg(a)
+            inner = self._level.get(a, PRIMARY) if isinstance(a, Node) else UNARY_LEVEL if text[:1] == "-" else PRIMARY
         return f"({text})" if inner < level or inner == level and tie and inner != PRIMARY else text
 
     def _binary(self, t, a) -> str:
@@ -159,10 +168,10 @@ class Renderer:
         expression; None for the others (see statement)."""
         t, a = node.target, node.args
         if node.op == "call_function":
-            if t is torch._C._set_grad_enabled or t in INPLACE or t is operator.setitem:
-                return None
             if t in BINARY:
                 return self._binary(t, a), LEVEL[t]
+            if t is SET_GRAD or t in INPLACE or t is operator.setitem:
+                return None
             if t in UNARY:
                 return f"{UNARY[t]} {self.operand(a[0], UNARY_LEVEL, tie=False)}", UNARY_LEVEL
             if t is operator.getitem:
@@ -184,7 +193,7 @@ class Renderer:
         made = expression or self.expression(node)
         if made is not None:
             return [f"{out} = {made[0]}"]
-        if t is torch._C._set_grad_enabled:  # run for its effect: `with torch.no_grad()` edges
+        if t is SET_GRAD:  # run for its effect: `with torch.no_grad()` edges
             return [f"{self.function_ref(t)}({self.arg(a[0])})"]
         if t in INPLACE:
             return [f"{out} = {self.arg(a[0])}", f"{out} {INPLACE[t]} {self.arg(a[1])}"]
@@ -218,19 +227,21 @@ class Renderer:
         if params is None:
             params = [self.names[n] for n in nodes if n.op == "placeholder"]
         last_use: dict[torch.fx.Node, torch.fx.Node] = {}
-        for n in nodes:
-            for inp in n.all_input_nodes:
+        reads = [n.all_input_nodes for n in nodes]
+        for n, inputs in zip(nodes, reads):
+            for inp in inputs:
                 last_use[inp] = n
         lines = [f"def {fn_name}({', '.join(params)}):"]
         body, end = [], []
         nesting: dict[torch.fx.Node, int] = {}  # node -> values written into its statement
-        dying: dict[torch.fx.Node, list[str]] = {}
+        names, inline = self.names, self.inline
         for i, n in enumerate(nodes):
-            if n.op == "placeholder":
-                if self.names[n] != self.inputs.get(n, self.names[n]):
-                    lines.append(f"    {self.names[n]} = {self.inputs[n]}")
+            op = n.op
+            if op == "placeholder":
+                if names[n] != self.inputs.get(n, names[n]):
+                    lines.append(f"    {names[n]} = {self.inputs[n]}")
                 continue
-            if n.op == "output":
+            if op == "output":
                 outs = [self.arg(o) for o in n.args[0]]
                 if result is None:
                     end.append(f"    return {self.arg(n.args[0])}")
@@ -240,15 +251,14 @@ class Renderer:
             made = self.expression(n)
             after = nodes[i + 1] if i + 1 < len(nodes) else None
             if made is not None and self._inlines(n, after, nesting):
-                self.inline[n], self._level[n] = made
+                inline[n], self._level[n] = made
                 nesting[after] = nesting.get(n, 0) + 1
                 continue
             body += ["    " + s for s in self.statement(n, made)]
-            for value in n.all_input_nodes:
-                if last_use[value] is n and value.op != "placeholder" and value not in self.inline:
-                    dying.setdefault(n, []).append(self.names[value])
-            if n in dying:
-                body.append(f"    del {', '.join(sorted(dying[n]))}")
+            dying = [names[value] for value in reads[i]
+                     if last_use[value] is n and value.op != "placeholder" and value not in inline]
+            if dying:
+                body.append(f"    del {', '.join(sorted(dying))}")
         if on_error and body:  # the graph's statements only: what follows them must not run twice
             body = ["    try:", *("    " + line for line in body), "    except Exception:",
                     *(f"        {line}" for line in on_error)]

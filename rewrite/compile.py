@@ -59,7 +59,7 @@ class Entry:
     guard: GuardFunction
     fn: object  # the entry function, or a function returning MISS (run the original bytecode)
     index: int
-    graph_module: torch.fx.GraphModule | None = None
+    _graph_module: object = None  # a GraphModule, or a LazyModule (see graph_module)
     source: str = ""  # the entry function's source
     reason: str | None = None  # why the entry runs eagerly, if it does
     compile_seconds: float = 0.0
@@ -74,6 +74,13 @@ class Entry:
     persist: dict | None = None  # what the persistent cache writes of it (rewrite/persist.py), until written
     loaded: bool = False  # read from the persistent cache, not traced in this process
     graph: bool = False  # it runs a compiled graph (a loaded entry has no graph_module: it has the graph's code)
+
+    @property
+    def graph_module(self) -> torch.fx.GraphModule | None:
+        """The captured graph, as a GraphModule (made when first asked for: LazyModule)."""
+        if isinstance(self._graph_module, LazyModule):
+            self._graph_module = self._graph_module.get()
+        return self._graph_module
 
     @property
     def eager_reason(self) -> str | None:
@@ -302,6 +309,23 @@ def _generator(cap: Capture, gen, rebuild) -> str:
     return f"{cap.consts.ref(primed)}({factory}({', '.join(args)}))"
 
 
+class LazyModule:
+    """What the python backend is given of a graph: the graph itself (it reads nothing else), and
+    the GraphModule made of it when first asked for -- by explain, the logs, a failing graph's
+    run (GraphFailure): torch makes a class for each GraphModule, which costs a first call more
+    than any op does."""
+    __slots__ = ("graph", "_rewrite_name", "_made")
+
+    def __init__(self, graph: torch.fx.Graph, name: str):
+        self.graph, self._rewrite_name, self._made = graph, name, None
+
+    def get(self) -> torch.fx.GraphModule:
+        if self._made is None:
+            self._made = GraphModule(torch.nn.Module(), self.graph)
+            self._made._rewrite_name = self._rewrite_name
+        return self._made
+
+
 def call_backend(cap: Capture, backend_name: str, backend, name: str):
     """(The GraphModule, what the backend made of it); a backend from torch's world gets the
     graph as Dynamo hands one over (`handoff`), its guards on sizes added to the entry's."""
@@ -309,12 +333,16 @@ def call_backend(cap: Capture, backend_name: str, backend, name: str):
     if not cap.graph_outputs and all(n.op in ("placeholder", "output") for n in graph.graph.nodes):
         return None, None
     try:
-        if backend is not registry.lookup_backend("python")[1]:  # (it reads no example values: graph._describe;
+        native = backend is registry.lookup_backend("python")[1]
+        if not native:  # (it reads no example values: graph._describe;
             example_values(graph.graph)  # explain's recording backend hands the graph on to whichever)
         given = handoff.Handoff(graph) if handoff.needed(backend) else None  # (before the module:
         fx_graph, records = _records_apart(graph.graph) if handoff.needed(backend) else (graph.graph, [])
-        gm = GraphModule(torch.nn.Module(), fx_graph)  # it adds graph inputs)
-        gm._rewrite_name = name
+        if native and given is None:
+            gm = LazyModule(fx_graph, name)
+        else:
+            gm = GraphModule(torch.nn.Module(), fx_graph)  # it adds graph inputs)
+            gm._rewrite_name = name
         if given is not None and not given.propagate(gm):
             given = None  # (a static graph whose meta cannot be faked: as traced)
         if given is not None:
@@ -513,9 +541,10 @@ class GraphFailure:
             return miss
         grad = torch.is_grad_enabled()
         records = DEFERRED.begin()  # (its log records, if they wait: none made)
+        gm = self.gm.get() if isinstance(self.gm, LazyModule) else self.gm
         try:
-            getattr(self.gm, "real_recompile", lambda: None)()  # a lazy GraphModule's code, made now
-            self.gm.forward(*inputs)  # (not gm(...): fx prints the traceback of an error to stderr)
+            getattr(gm, "real_recompile", lambda: None)()  # a lazy GraphModule's code, made now
+            gm.forward(*inputs)  # (not gm(...): fx prints the traceback of an error to stderr)
         except Exception:
             return miss  # the graph raises too: a data-dependent error eager raises as well
         finally:

@@ -24,9 +24,12 @@ the settings that change what is traced, and the versions of rewrite (its files)
 Python. The file is `MAGIC`, the SHA-256 of the rest, and a marshalled dict whose "key" must
 equal the expected one; it is read only if it is a regular file of ours that nobody else can
 read (`codeload.read_private`). A corrupt, truncated, foreign or stale file is a miss, never
-an error. Writes go through a background thread (the first call does not wait for the disk);
-each replaces the file atomically with what it read plus its record, so two processes writing
-at once leave one valid file (one of them's records may be lost: a miss later). The file also
+an error. Writes go through a background thread, at a quiet moment: once no compile queued a record for
+a quarter of a second (at most two seconds after the first), at `flush()`, and at exit -- so
+neither the first call nor the compiles right after it wait for the disk or for the writer's
+hold on the GIL (a SIGKILL within that moment loses those records: a miss later). Each write
+replaces the file atomically with what it read plus its records, so two processes writing at
+once leave one valid file (one of them's records may be lost: a miss later). The file also
 keeps the automatic-dynamic state (`Dispatcher.frame_state`): a warm process makes the sizes
 that changed in the cold one symbols as the cold one did.
 
@@ -237,39 +240,79 @@ def _writer() -> queue.Queue:
     return _queue
 
 
+QUIET = 0.25  # seconds without a new record before the queued ones are written
+MAX_WAIT = 2.0  # ... but no later than this after the first of them was queued
+_NOW = object()  # (flush's marker: write what is queued now)
+
+
 def _write_loop(items: queue.Queue) -> None:
+    """Collect the queued records and write them at a quiet moment: once no compile queued one
+    for QUIET seconds (or MAX_WAIT after the first), or at flush() -- each file read and
+    written once for all of its records. A write takes the GIL for about a millisecond per
+    record: written while a burst of compiles runs, it would slow each of them more than that
+    (the compiling thread waits for the GIL to come back: up to sys.getswitchinterval())."""
+    pending: list = []
+    since = 0.0
     while True:
-        item = items.get()
+        wait = None if not pending else max(0.0, min(QUIET, since + MAX_WAIT - time.monotonic()))
         try:
-            write(*item)
-        except Exception:  # (a full disk, a refused directory: the entry is only not persisted)
-            pass
+            item = items.get(timeout=wait)
+        except queue.Empty:
+            item = None
+        if item is not None and item is not _NOW:
+            if not pending:
+                since = time.monotonic()
+            pending.append(item)
+            continue
+        done = len(pending) + (item is _NOW)
+        try:
+            _write_all(pending)
         finally:
-            del item  # (what the entry named lives no longer than its function)
-            items.task_done()
+            pending = []  # (what the entries named lives no longer than their functions)
+            for _ in range(done):
+                items.task_done()
+
+
+def _write_all(pending: list) -> None:
+    """Write the queued records, each key's file once."""
+    by_key: dict = {}
+    for key, material, qualname, persisted, frame_state in pending:
+        by_key.setdefault(key, []).append((material, qualname, persisted, frame_state))
+    for key, items in by_key.items():
+        try:
+            write(key, items)
+        except Exception:  # (a full disk, a refused directory: these entries are only not persisted)
+            pass
 
 
 def flush() -> None:
-    """Wait until every queued record is written (at exit, and for tests)."""
+    """Write every queued record now, and wait until it is written (at exit, and for tests)."""
     if _queue is not None and _thread is not None and _pid == os.getpid() and _thread.is_alive():
+        _queue.put(_NOW)
         _queue.join()
 
 
 atexit.register(flush)
 
 
-def write(key: tuple, material: dict, qualname: str, persisted: Held, frame_state: dict) -> None:
-    """Make the record of `material` and add it to its key's file (replacing a record with the
-    same id), newest last; this process will not load it (`persisted.ids`)."""
-    record = record_of(material, qualname)
-    if record is None:
+def write(key: tuple, items: list) -> None:
+    """Make the records of `items` ((material, qualname, persisted, frame_state) each) and add
+    them to their key's file (replacing records with the same ids), newest last; this process
+    will not load them (`persisted.ids`)."""
+    new = []
+    for material, qualname, persisted, _ in items:
+        record = record_of(material, qualname)
+        if record is not None:
+            persisted.ids.add(record["id"])
+            new.append(record)
+    if not new:
         return
-    persisted.ids.add(record["id"])
     name, text = key
     held = read(key) or {}
-    records = [r for r in held.get("records", ()) if r.get("id") != record["id"]]
-    records = (records + [record])[-KEEP:]
-    payload = marshal.dumps({"key": text, "records": records, "frame_state": frame_state})
+    newest = {r["id"]: r for r in new}  # (one record per id: the last made)
+    records = [r for r in held.get("records", ()) if r.get("id") not in newest]
+    records = (records + list(newest.values()))[-KEEP:]
+    payload = marshal.dumps({"key": text, "records": records, "frame_state": items[-1][3]})
     codeload.write_private(KIND, name + ".rwe", MAGIC + hashlib.sha256(payload).digest() + payload)
 
 

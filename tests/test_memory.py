@@ -66,7 +66,7 @@ def test_deleting_a_module_frees_what_was_compiled_for_it():
     graphs = [weakref.ref(e.graph_module or e.fn) for e in d().entries if e.graph]  # (a loaded entry: its function)
     assert graphs
     del sys.modules[module.__name__], module
-    rewrite.persist.flush()  # (a record waiting to be written holds what its entry names: milliseconds)
+    rewrite.persist.flush()  # (a record waiting to be written holds what its entry names: until a quiet moment)
     gc.collect()
     assert f() is None and d() is None and not any(g() for g in graphs)
 

@@ -226,6 +226,26 @@ def test_off_writes_nothing_and_read_only_reads(cache, monkeypatch):
     assert not entries_of(never)[0].loaded
 
 
+def test_records_wait_for_a_quiet_moment_then_one_write_per_file(cache, monkeypatch):
+    """The writer holds what compiles queue until none came for QUIET seconds (here: never,
+    within the test) or flush(): then each file is written once with all of its records."""
+    monkeypatch.setattr(persist, "QUIET", 60.0)
+    monkeypatch.setattr(persist, "MAX_WAIT", 60.0)
+    persist.flush()  # (the writer, waiting on the queue, takes the new values with its next record)
+    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    first = fresh(scaled)
+    assert_same(first(x, w), scaled(x, w))
+    y = torch.randn(2, 3, dtype=torch.float64)
+    assert_same(first(y, w.double()), scaled(y, w.double()))  # (a second record, same code: same file)
+    assert files(cache) == []  # (queued: nothing written while compiles may follow)
+    persist.flush()
+    (path,) = files(cache)
+    again = fresh(scaled)
+    assert_same(again(y, w.double()), scaled(y, w.double()))
+    assert_same(again(x, w), scaled(x, w))
+    assert [e.loaded for e in entries_of(again)] == [True, True]
+
+
 def sized(x):
     return x * 2 + x.sum()
 

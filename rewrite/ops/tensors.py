@@ -76,6 +76,8 @@ SIZE_TAKING = {
     "empty_like", "rand_like", "randn_like", "randint_like", "histc", "topk", "kthvalue", "split", "chunk",
     "tensor_split", "unflatten", "resize_", "roll", "diag_embed", "tril_indices", "triu_indices",
 }
+# the names _shape_from_data may find a shape from data for (subscripts aside): other ops skip it
+SHAPE_FROM_DATA = frozenset(DATA_DEPENDENT_SHAPE | SIZE_TAKING | {"where", "one_hot"})
 
 # --- torch functions ----------------------------------------------------------------------------
 FORBIDDEN_FUNCTIONS = {
@@ -413,11 +415,12 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
     if in_try and tracer.open_contexts:
         raise Unsupported(f"{name} inside try/except and inside {tracer.open_contexts[-1].kind}")
     dd = None
-    for t in _tensor_args(args, kwargs):
-        dd = t.node.meta.get("data_dependent_shape")
-        if dd:
-            break
-    if dd is None:
+    if graph.data_dependent:  # (a shape from data was recorded: does this op read one?)
+        for t in _tensor_args(args, kwargs):
+            dd = t.node.meta.get("data_dependent_shape")
+            if dd:
+                break
+    if dd is None and (name in SHAPE_FROM_DATA or target is operator.getitem or target is operator.setitem):
         dd = _shape_from_data(kind, target, name, args, kwargs)
         if dd is not None and not config.get("capture_dynamic_output_shape_ops"):
             raise Unsupported(f"{dd}: the output's shape depends on data, and config.capture_dynamic_output_shape_ops "
@@ -443,6 +446,7 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
         propagate(frame.tracer.shape_env, name if isinstance(name, str) else getattr(name, "__name__", ""),
                   args, kwargs, var)
     if dd is not None:
+        graph.data_dependent = True
         for t in _tensors([var], {}):
             t.node.meta["data_dependent_shape"] = dd
     return var
@@ -452,7 +456,7 @@ def _float_meets_integer_tensor(args, kwargs) -> bool:
     """A Python float or complex next to an integer tensor: the result dtype is the default dtype."""
     values = (*args, *kwargs.values()) if kwargs else args
     for v in values:
-        if type(v) is ConstVar and type(v.value) in (float, complex):
+        if type(v) is ConstVar and (type(v.value) is float or type(v.value) is complex):
             break
     else:
         return False
@@ -467,7 +471,8 @@ def _float_meets_integer_tensor(args, kwargs) -> bool:
 
 
 def _shape_from_data(kind, target, name, args, kwargs) -> str | None:
-    """What makes this op's output shape depend on its inputs' values, if anything does."""
+    """What makes this op's output shape depend on its inputs' values, if anything does (asked
+    of ops named in SHAPE_FROM_DATA and of subscripts)."""
     if name in DATA_DEPENDENT_SHAPE and (name not in DATA_ONLY_FROM_TENSORS or DATA_ONLY_FROM_TENSORS[name](args, kwargs)) \
             or _bool_mask_index(target, args):
         return name if isinstance(name, str) else "indexing"

@@ -40,6 +40,7 @@ class GraphBuilder:
         self._names: set[str] = set()
         self.input_storages: set[int] = set()
         self.op_count = 0
+        self.data_dependent = False  # whether an op's output shape came from data (ops.tensors._record)
         self._created: list[torch.fx.Node] = []  # every node, in creation order (for rollback)
         self._last_placeholder = None
         self.input_ids: set[int] = set()
@@ -656,11 +657,10 @@ def _describe(node, result) -> None:
     on big tensors would otherwise hold all of them at once); the python backend reads none,
     and pays for none. Anything else (a tensor of a kind the meta device does not hold): the
     value itself, in meta["example_value"]."""
-    if isinstance(result, torch.Tensor) and result.layout is torch.strided and \
-            (_ON_META.get(result.dtype) or _on_meta(result.dtype)):
-        device = result.device
-        if device.type != "meta":
-            node.meta["facts"] = (result.shape, result.stride(), result.dtype, result.requires_grad, device)
+    if isinstance(result, torch.Tensor):
+        dtype = result.dtype
+        if result.layout is torch.strided and (_ON_META.get(dtype) or _on_meta(dtype)) and not result.is_meta:
+            node.meta["facts"] = (result.shape, result.stride(), dtype, result.requires_grad, result.device)
             return
     node.meta["example_value"] = result
 

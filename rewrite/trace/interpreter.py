@@ -30,7 +30,7 @@ from ..ops.markers import disabled, dynamo_patch
 from ..ops.objects import trusted_globals
 from ..values.side_effects import SideEffects, location
 from ..values.vars import (BoundVar, CellVar, ConstVar, DictVar, ExceptionVar, FunctionVar, ObjectVar,
-                           TupleVar, Var, checkpoint_mark)
+                           TensorVar, TupleVar, Var, checkpoint_mark)
 from . import handlers  # noqa: F401  (registers the opcode handlers in opcodes.HANDLERS)
 from .builder import DynamicPolicy, wrap
 from .generators import Generator, finalize
@@ -79,13 +79,15 @@ class Checkpoint:
         self.ip = frame.ip
         self.stack = list(frame.stack)
         self.locals = dict(frame.locals)
-        for name in frame.code.co_cellvars:  # the frame's own cells, as locals (a resume function
-            cell = frame.cells.get(name)   # takes them as parameters, and MAKE_CELL wraps each again)
-            if cell is not None and cell.contents is not None:
-                self.locals[name] = cell.contents
+        if frame.cells:
+            for name in frame.code.co_cellvars:  # the frame's own cells, as locals (a resume function
+                cell = frame.cells.get(name)   # takes them as parameters, and MAKE_CELL wraps each again)
+                if cell is not None and cell.contents is not None:
+                    self.locals[name] = cell.contents
         self.kw_names = frame.kw_names
-        self.graph_mark = frame.tracer.graph.mark()
-        self.grad_enabled = frame.tracer.grad_enabled
+        tracer = frame.tracer
+        self.graph_mark = tracer.graph.mark()
+        self.grad_enabled = tracer.grad_enabled
 
 
 class Tracer:
@@ -326,8 +328,14 @@ def untraced_with_open(stack) -> bool:
     """Whether a `with` block over a context manager of the user's is open -- one the tracer did
     not enter (its real `__exit__` on the stack) or one whose `__exit__` it traces: either may
     swallow an exception (breaks.plan lets only a call break there)."""
-    return any(isinstance(v, ObjectVar) and getattr(v.value, "__name__", None) == "__exit__"
-               or isinstance(v, BoundVar) and v.func.__name__ == "__exit__" for v in stack)
+    for v in stack:
+        t = type(v)
+        if t is TensorVar or t is ConstVar:  # (most of what a stack holds: neither)
+            continue
+        if isinstance(v, ObjectVar) and getattr(v.value, "__name__", None) == "__exit__" or \
+                isinstance(v, BoundVar) and v.func.__name__ == "__exit__":
+            return True
+    return False
 
 
 class Frame:
@@ -363,8 +371,8 @@ class Frame:
         the exception). Traced grad-mode `with`s only re-raise."""
         frame = self
         while frame is not None:
-            if frame.ip and any(frame._may_catch(target, errors)
-                                for target in frame.caught.get(frame.instructions[frame.ip - 1].offset, ())):
+            targets = frame.caught.get(frame.instructions[frame.ip - 1].offset) if frame.ip else None
+            if targets and any(frame._may_catch(target, errors) for target in targets):
                 return True
             if untraced_with_open(frame.stack):
                 return True
