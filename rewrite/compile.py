@@ -523,7 +523,6 @@ class GraphFailure:
         self.dispatcher, self.backend_name = dispatcher, backend_name
         self.ops_in_try = ops_in_try  # (else strict mode checks the eager run: see rewrite/strict.py)
         self.entry: Entry | None = None
-        self.gm = None
         self.rng: RngState | None = None  # (a graph that draws: the generators it draws from)
 
     def __call__(self, inputs: tuple, args: tuple, rng: list | None = None):
@@ -537,11 +536,11 @@ class GraphFailure:
         if strict.enabled() and not self.ops_in_try:
             return strict.checked_run(self.dispatcher, args, type(error), "the compiled graph raised")
         miss = self.dispatcher.MISS
-        if self.gm is None or self.entry is None or self.backend_name == "eager":
+        gm = self.entry.graph_module if self.entry is not None else None
+        if gm is None or self.backend_name == "eager":
             return miss
         grad = torch.is_grad_enabled()
         records = DEFERRED.begin()  # (its log records, if they wait: none made)
-        gm = self.gm.get() if isinstance(self.gm, LazyModule) else self.gm
         try:
             getattr(gm, "real_recompile", lambda: None)()  # a lazy GraphModule's code, made now
             gm.forward(*inputs)  # (not gm(...): fx prints the traceback of an error to stderr)
@@ -927,7 +926,7 @@ def _compile_entry(dispatcher, args, traced: list, hooks_aside: bool = False) ->
                                                    phases=phases)
     entry = Entry(guard, fn, dispatcher.compiles, gm, source, compile_seconds=time.perf_counter() - start,
                   ops=cap.tracer.graph.op_count, first=first, persist=persist, graph=gm is not None)
-    failure.entry, failure.gm = entry, gm
+    failure.entry = entry
     _log(entry, name)
     phases.log(name, cap.tracer)
     return entry
@@ -963,7 +962,7 @@ def _break_entry(dispatcher, tracer, brk, name: str, start: float, traced: list)
                   where=list(brk.error.where),
                   graph=gm is not None, persist=persist,
                   resumes=[v for k, v in cap.consts.values.items() if k.startswith("___resume")])
-    failure.entry, failure.gm = entry, gm
+    failure.entry = entry
     _log(entry, name)
     return entry
 

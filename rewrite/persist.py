@@ -276,8 +276,8 @@ def _write_loop(items: queue.Queue) -> None:
 def _write_all(pending: list) -> None:
     """Write the queued records, each key's file once."""
     by_key: dict = {}
-    for key, material, qualname, persisted, frame_state in pending:
-        by_key.setdefault(key, []).append((material, qualname, persisted, frame_state))
+    for key, *item in pending:
+        by_key.setdefault(key, []).append(item)
     for key, items in by_key.items():
         try:
             write(key, items)
