@@ -484,3 +484,83 @@ def test_the_distinct_pairs_of_a_walk_over_modules_are_one_check():
     assert [g for g in guards if type(g) is UnaliasedMatch and len(g.others) >= 8]
     model[3] = model[2]
     assert_same(compiled(model, x), f(model, x))
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self.k = k
+
+    def helper(self, x):
+        return x * self.k
+
+    def forward(self, x):
+        return self.helper(x) + 1
+
+
+class _OtherScaled(_Scaled):
+    def helper(self, x):
+        return x - self.k
+
+
+class _ClassProperty(_Scaled):
+    """Instances that answer `x.__class__` themselves: no merging through it."""
+    @property
+    def __class__(self):
+        return _Scaled
+
+
+def _class_reads(guards, name):
+    """The guards reading `<instance>.__class__.<name>`, and those reading its `__code__`."""
+    reads = [g.source.expr() for g in guards]
+    return [e for e in reads if e.endswith(f"__class__.{name}")], \
+        [e for e in reads if e.endswith(f"__class__.{name}.__code__")]
+
+
+@pytest.mark.parametrize("change", ["method", "code", "instance class"])
+def test_a_method_read_on_the_class_of_many_instances_is_one_check(change):
+    """Each module's `self.helper` is a read of its class's attribute: with every instance's type
+    pinned, one check of `_Scaled.helper` (and of its code) stands for all of them
+    (guards/codegen.py, _drop_implied). Changing the class's method, its code, or one
+    instance's class still recompiles, to eager's result."""
+    model = torch.nn.Sequential(*[_Scaled(k) for k in range(1, 6)])
+
+    def f(m, x):
+        return m(x)
+
+    x = torch.randn(3)
+    compiled = jit(eager_copy(f))
+    assert_same(compiled(model, x), f(model, x))
+    guards = dispatcher_of(compiled).entries[0].guard.guards
+    assert [len(reads) for reads in _class_reads(guards, "helper")] == [1, 1]
+    saved = _Scaled.helper
+    try:
+        if change == "method":
+            _Scaled.helper = lambda self, x: x + self.k
+        elif change == "code":
+            _Scaled.helper.__code__ = _OtherScaled.helper.__code__
+        else:
+            model[3].__class__ = _OtherScaled
+        assert_same(compiled(model, x), f(model, x))
+        assert len(dispatcher_of(compiled).entries) == 2
+    finally:
+        _Scaled.helper = saved
+        saved.__code__ = _SCALED_HELPER_CODE
+
+
+_SCALED_HELPER_CODE = _Scaled.helper.__code__
+
+
+def test_instances_that_answer_their_class_themselves_are_checked_one_by_one():
+    """A `__class__` property: `x.__class__.helper` is not known to be the pinned class's, so
+    each instance's read stays a check of its own."""
+    model = torch.nn.Sequential(*[_ClassProperty(k) for k in range(1, 4)])
+
+    def f(m, x):
+        return m(x)
+
+    x = torch.randn(3)
+    compiled = jit(eager_copy(f))
+    assert_same(compiled(model, x), f(model, x))
+    guards = dispatcher_of(compiled).entries[0].guard.guards
+    assert [len(reads) for reads in _class_reads(guards, "helper")] == [3, 3]

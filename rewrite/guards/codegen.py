@@ -24,8 +24,9 @@ import collections
 
 import torch
 
-from .guard import Consts, DistinctMatch, Guard, TensorMatch, UnaliasedMatch
-from .source import GLOBALS, LocalSource, Source, comment, param_name, raw_expr, shared_names
+from .guard import Consts, DistinctMatch, Guard, TensorMatch, TypeMatch, UnaliasedMatch
+from .source import (GLOBALS, AttrSource, LocalSource, Source, TypeSource, comment, param_name, raw_expr,
+                     shared_names)
 
 try:  # torch's batched tensor check (dtype, device, dispatch keys, sizes, strides, requires_grad)
     from torch._C._dynamo.guards import TensorGuards
@@ -53,7 +54,97 @@ class GuardSet:
 
     def ordered(self) -> list[Guard]:
         """Sources before the sources read through them; cheap kinds before costly ones."""
-        return sorted(_merge_distinct(list(self._guards)), key=lambda g: (g.depth(), g.priority))
+        return _drop_implied(sorted(_merge_distinct(list(self._guards)), key=lambda g: (g.depth(), g.priority)))
+
+
+def _drop_implied(guards: list[Guard]) -> list[Guard]:
+    """`guards` less each one that a guard before it implies through a class: for an `x` whose
+    type a TypeMatch pins to K, `x.__class__.attr` (or `type(x).attr`) is `K.attr` -- the same
+    object for every instance of K the call used (each Conv2d's `_conv_forward`, each module's
+    `forward.__code__`): of the guards that read the same thing of the same class, only the
+    first is checked (x's own TypeMatch, kept, makes the others hold). A class whose instances
+    may answer `x.__class__` otherwise than `type(x)` (a `__class__` property, its own
+    `__getattribute__`) is pinned for `type(x)` only."""
+    pinned = {}  # source -> (its class, whether `source.__class__` is that class too)
+    for g in guards:
+        if type(g) is TypeMatch:
+            pinned[g.source] = (g.type, _plain_class_read(g.type))
+    if len(pinned) < 2:
+        return guards
+    seen, out, memo = set(), [], {}
+    for g in guards:
+        key = _through_class(g, pinned, memo)
+        if key is not None:
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(g)
+    return out
+
+
+_OBJECT_CLASS = object.__dict__["__class__"]
+
+
+def _plain_class_read(cls: type) -> bool:
+    """Whether `x.__class__` is `type(x)` for every instance x of `cls` (object's own lookup)."""
+    if cls.__getattribute__ is not object.__getattribute__:
+        return False
+    return next((c.__dict__["__class__"] for c in cls.__mro__ if "__class__" in c.__dict__), None) is _OBJECT_CLASS
+
+
+def _through_class(g: Guard, pinned: dict, memo: dict):
+    """What `g` checks, as a key equal for the guards that check the same of a pinned class
+    (the class, the path read from it, the guard's kind and fields), or None where its source
+    reads through no such class (or `g` is a kind not merged: a TypeMatch, a tensor's, a guard
+    on two sources)."""
+    kind = type(g)
+    merged = _MERGED.get(kind)
+    if merged is None:
+        fields = getattr(kind, "__dataclass_fields__", {})
+        merged = _MERGED[kind] = kind not in (TypeMatch, TensorMatch) and "source" in fields and \
+            "other" not in fields and not hasattr(kind, "sources")
+    if not merged:
+        return None
+    source = g.source
+    found = _class_read(source, pinned, memo) if isinstance(source, Source) else None
+    if found is None:
+        return None  # (no class read on the way: most guards)
+    path = tuple((type(p), _fields_key(p, "base")) for p in (source, *source.bases())[:found[1]])
+    return type(g), found[0], path, _fields_key(g, "source")
+
+
+_MERGED: dict = {}  # guard kind -> whether _drop_implied may merge its guards (one source of its own)
+
+
+def _class_read(source: Source, pinned: dict, memo: dict):
+    """(The pinned class `source` reads through, how many parts above that read), or None:
+    the nearest `x.__class__` / `type(x)` part with x pinned (see _drop_implied). `memo`:
+    id(source) -> its answer (guards share their sources' bases)."""
+    key = id(source)
+    if key in memo:
+        return memo[key]
+    base = getattr(source, "base", None)
+    found = None
+    if isinstance(base, Source):
+        t = type(source)
+        pin = pinned.get(base) if t is TypeSource or t is AttrSource and source.attr == "__class__" else None
+        if pin is not None and (t is TypeSource or pin[1]):
+            found = (pin[0], 0)
+        else:
+            inner = _class_read(base, pinned, memo)
+            found = None if inner is None else (inner[0], inner[1] + 1)
+    memo[key] = found
+    return found
+
+
+def _fields_key(obj, skip: str) -> tuple:
+    """`obj`'s fields but `skip` (and what source_kind caches), objects by identity, literals by
+    type and value."""
+    return tuple((k, (type(v), v) if v is None or type(v) in _LITERALS else id(v))
+                 for k, v in obj.__dict__.items() if k != skip and k[0] != "_")
+
+
+_LITERALS = (int, float, bool, str, bytes)
 
 
 def _merge_distinct(guards: list[Guard]) -> list[Guard]:
