@@ -109,17 +109,17 @@ def _through_class(g: Guard, pinned: dict, memo: dict):
     found = _class_read(source, pinned, memo) if isinstance(source, Source) else None
     if found is None:
         return None  # (no class read on the way: most guards)
-    path = tuple((type(p), _fields_key(p, "base")) for p in (source, *source.bases())[:found[1]])
-    return type(g), found[0], path, _fields_key(g, "source")
+    return kind, found[0], found[1], _fields_key(g, "source")
 
 
 _MERGED: dict = {}  # guard kind -> whether _drop_implied may merge its guards (one source of its own)
 
 
 def _class_read(source: Source, pinned: dict, memo: dict):
-    """(The pinned class `source` reads through, how many parts above that read), or None:
-    the nearest `x.__class__` / `type(x)` part with x pinned (see _drop_implied). `memo`:
-    id(source) -> its answer (guards share their sources' bases)."""
+    """(The pinned class `source` reads through, the path read from it), or None: the nearest
+    `x.__class__` / `type(x)` part with x pinned (see _drop_implied), the parts above it as
+    nested (kind, fields, the path below) tuples. `memo`: id(source) -> its answer (sources
+    share their bases: each is walked once)."""
     key = id(source)
     if key in memo:
         return memo[key]
@@ -129,10 +129,11 @@ def _class_read(source: Source, pinned: dict, memo: dict):
         t = type(source)
         pin = pinned.get(base) if t is TypeSource or t is AttrSource and source.attr == "__class__" else None
         if pin is not None and (t is TypeSource or pin[1]):
-            found = (pin[0], 0)
+            found = (pin[0], ())
         else:
             inner = _class_read(base, pinned, memo)
-            found = None if inner is None else (inner[0], inner[1] + 1)
+            if inner is not None:
+                found = (inner[0], (t, _fields_key(source, "base"), inner[1]))
     memo[key] = found
     return found
 
@@ -140,11 +141,15 @@ def _class_read(source: Source, pinned: dict, memo: dict):
 def _fields_key(obj, skip: str) -> tuple:
     """`obj`'s fields but `skip` (and what source_kind caches), objects by identity, literals by
     type and value."""
-    return tuple((k, (type(v), v) if v is None or type(v) in _LITERALS else id(v))
-                 for k, v in obj.__dict__.items() if k != skip and k[0] != "_")
+    out = []
+    for k, v in obj.__dict__.items():
+        if k != skip and k[0] != "_":
+            out.append((k, (type(v), v) if v is None or type(v) in _LITERALS else id(v)))
+    return tuple(out)
 
 
 _LITERALS = (int, float, bool, str, bytes)
+_UNKNOWN = object()
 
 
 def _merge_distinct(guards: list[Guard]) -> list[Guard]:
@@ -265,20 +270,35 @@ def _sources_of(g: Guard) -> list[Source]:
     return [s for s in (getattr(g, "source", None), getattr(g, "other", None)) if isinstance(s, Source)]
 
 
-def _shared_sources(ordered: list[Guard], also=()) -> dict:
+def _shared_sources(ordered: list[Guard], also=()) -> tuple[dict, dict]:
     """Sources read (themselves or as the base of another) by more than one check, or by a
-    check and the entry (`also`: the sources the entry reads its graph inputs from): named."""
-    count = collections.Counter()
+    check and the entry (`also`: the sources the entry reads its graph inputs from): named.
+    Returns (source -> its local, id(source) -> its local or None for every source object
+    counted). Counted by object first (a hash of an int, in C), then by equality once per
+    object (a source's hash is Python code: GPT-2's guards read 30,000 source parts)."""
+    by_id: dict = {}  # id(part) -> [part, how many checks read it]
+
+    def count(parts):
+        for part in parts:
+            seen = by_id.get(id(part))
+            if seen is None:
+                by_id[id(part)] = [part, 1]
+            else:
+                seen[1] += 1
     for s in also:
-        count.update((s, *s.bases()))
+        count((s, *s.bases()))
     for g in ordered:
         sources = _sources_of(g)
-        if len(sources) == 1:  # (a source and its bases are distinct: each counted once, in C)
-            count.update((sources[0], *sources[0].bases()))
+        if len(sources) == 1:  # (a source and its bases are distinct: each counted once)
+            count((sources[0], *sources[0].bases()))
         else:
-            count.update({part for s in sources for part in (s, *s.bases())})
-    shared = [s for s, n in count.items() if n > 1 and not isinstance(s, LocalSource) and s.bases()]
-    return {s: f"___s{i}" for i, s in enumerate(shared)}
+            count({part for s in sources for part in (s, *s.bases())})
+    total = collections.Counter()  # (in first-read order: the locals are numbered as read)
+    for part, n in by_id.values():
+        total[part] += n
+    shared = [s for s, n in total.items() if n > 1 and not isinstance(s, LocalSource) and s.bases()]
+    names = {s: f"___s{i}" for i, s in enumerate(shared)}
+    return names, {key: names.get(part) for key, (part, _) in by_id.items()}
 
 
 def _body(groups: list[tuple[list[str], list[str]]], fail: str) -> list[str]:
@@ -335,16 +355,31 @@ def render_guards(guards: GuardSet, name: str, consts: Consts | None = None, rea
     reads them too -- a parameter's module path is walked once per call, not twice)."""
     ordered = guards.ordered()
     consts = consts if consts is not None else Consts()
-    names = _shared_sources(ordered, reads)
+    names, ids = _shared_sources(ordered, reads)
     groups: list[tuple[list[str], list[str]]] = []
     bound: set = set()
+
+    def named(s) -> bool:
+        known = ids.get(id(s), _UNKNOWN)
+        return s in names if known is _UNKNOWN else known is not None
+
+    above: dict = {}  # id(source) -> its named bases, for the sources counted (alive all along)
+
+    def named_bases(s) -> tuple:
+        found = above.get(id(s))
+        if found is None:
+            found = tuple(b for b in s.bases() if named(b))
+            if id(s) in ids:  # (not one a check made: its id may be another's once it is gone)
+                above[id(s)] = found
+        return found
 
     def emit(checks_of, used: set):
         """Render one guard's checks; bind the named values they read first (bases first)."""
         used.clear()
         checks = checks_of()
         bindings = []
-        used.update(b for s in list(used) for b in s.bases() if b in names)  # bases first
+        for s in list(used):  # bases first
+            used.update(named_bases(s))
         for s in sorted(used - bound, key=lambda s: len(s.bases())):
             bindings.append(f"{names[s]} = {raw_expr(s)}")  # its named bases are bound above
             bound.add(s)
@@ -354,7 +389,7 @@ def render_guards(guards: GuardSet, name: str, consts: Consts | None = None, rea
             groups[-1][1].extend(checks)
 
     tensors = [g for g in ordered if isinstance(g, TensorMatch)]
-    with shared_names(names) as used:  # (one context for all: `used` is each guard's, cleared first)
+    with shared_names(names, ids) as used:  # (one context for all: `used` is each guard's, cleared first)
         for g in ordered:
             if not isinstance(g, TensorMatch):
                 emit(lambda g=g: g.checks(consts), used)

@@ -21,6 +21,8 @@ ODICT = "__import__('collections').OrderedDict"
 FROM_NUMPY = "__import__('torch').from_numpy"  # (generated code names builtins only)
 _names: dict | None = None  # while a guard closure is generated: source -> the local holding its value
 _used: set | None = None  # the named sources the expressions rendered so far read
+_ids: dict | None = None  # id(source) -> its local or None, for the sources `_names` was made from
+_UNKNOWN = object()
 
 
 def is_identifier(name) -> bool:
@@ -107,7 +109,9 @@ def _shared(render):
     by the local it was bound to (see `shared_names`)."""
     def expr(self):
         if _names is not None:
-            name = _names.get(self)
+            name = _ids.get(id(self), _UNKNOWN) if _ids is not None else _UNKNOWN
+            if name is _UNKNOWN:  # (a source made since: found by equality, a hash in Python)
+                name = _names.get(self)
             if name is not None:
                 _used.add(self)
                 return name
@@ -117,16 +121,18 @@ def _shared(render):
 
 
 @contextlib.contextmanager
-def shared_names(names: dict):
+def shared_names(names: dict, ids: dict | None = None):
     """Render source expressions with `names` (source -> local) substituted; yields the set
-    of named sources rendered so far (the caller binds each before its first use)."""
-    global _names, _used
-    saved = _names, _used
-    _names, _used = names, set()
+    of named sources rendered so far (the caller binds each before its first use). `ids`:
+    id(source) -> its local or None, for the very source objects that will be rendered (each
+    then found by its id, not by hashing it)."""
+    global _names, _used, _ids
+    saved = _names, _used, _ids
+    _names, _used, _ids = names, set(), ids
     try:
         yield _used
     finally:
-        _names, _used = saved
+        _names, _used, _ids = saved
 
 
 def source_kind(cls):
