@@ -425,7 +425,8 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
         if dd is not None and not config.get("capture_dynamic_output_shape_ops"):
             raise Unsupported(f"{dd}: the output's shape depends on data, and config.capture_dynamic_output_shape_ops "
                               "is off", "set rewrite.config.capture_dynamic_output_shape_ops = True to record it")
-    graph.ops_in_try = graph.ops_in_try or in_try  # (no switch to copies midway: see GraphBuilder._copy_written)
+    if in_try:
+        graph.ops_in_try = True  # (no switch to copies midway: see GraphBuilder._copy_written)
     node, result = graph.call(kind, target, tuple(args), dict(kwargs) if kwargs else {})
     if frame is tracer.root:
         tracer.root_ops += 1  # (what runs outside any graph if this frame runs eagerly: Entry.eager_ops)
@@ -441,7 +442,7 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
     if dd is not None and isinstance(result, (tuple, list)):
         raise Unsupported(f"{name} of a tensor whose shape depends on data: the number of results does too")
     var = graph.wrap_result(node, result)
-    if tracer.shape_env:  # some sizes are symbols: the outputs' sizes follow
+    if tracer.shape_env.hints:  # some sizes are symbols: the outputs' sizes follow
         from .shape_rules import propagate  # (deferred: sympy, imported with the first symbolic size)
         propagate(frame.tracer.shape_env, name if isinstance(name, str) else getattr(name, "__name__", ""),
                   args, kwargs, var)

@@ -19,7 +19,11 @@ def load_const(frame, inst):
 
 @handler("LOAD_FAST", "LOAD_FAST_CHECK")
 def load_fast(frame, inst):
-    _load_fast(frame, inst.argval)
+    v = frame.locals.get(inst.argval)
+    if v is None or type(v) is Lazy or LOAD_FAST_LOADS_CELLS:  # (unbound, not read yet, or a cell: the long way)
+        _load_fast(frame, inst.argval)
+    else:
+        frame.stack.append(v)
 
 
 @handler("LOAD_FAST_LOAD_FAST")
