@@ -189,6 +189,9 @@ except ImportError:  # pragma: no cover
 
 
 def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
+    exact = type(fn) is ObjectVar  # (most calls: a module, a function of torch's -- none of the kinds below)
+    if exact and (fast := _fast_route(fn.value, args, kwargs)) is not None:
+        return fast(frame, fn, args, kwargs) if fast is call_module else fast(frame, fn.value, args, kwargs)
     tracer = frame.tracer
     if isinstance(fn, FunctionVar):
         return tracer.inline(fn, args, kwargs, None, frame)
@@ -212,7 +215,7 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if not isinstance(fn, ObjectVar):
         raise Unsupported(f"call to {describe(fn)}")
     value = fn.value
-    fast = _fast_route(value, args, kwargs)  # (the common calls: a module, a C function of torch's)
+    fast = None if exact else _fast_route(value, args, kwargs)  # (a module, a C function of torch's)
     if fast is not None:
         return fast(frame, fn, args, kwargs) if fast is call_module else fast(frame, value, args, kwargs)
     caller = frame.globals.get("__name__") if isinstance(frame.globals, dict) else None
@@ -392,14 +395,16 @@ def _fast_route(value, args, kwargs):
         return call_module
     if type(value) is types.BuiltinFunctionType:
         op = _C_OPS.get(value)
-        if op is None:  # (a classmethod -- `__self__` a class -- goes the long way: call_class_method)
+        if op is None:  # (a classmethod -- `__self__` a class -- goes the long way: call_class_method;
+            # the tables below hold rules of their own for some of torch's: rule(...))
             op = _C_OPS[value] = is_torch_callable(value) and not markers.query(value)[0] and \
                 markers.state(value) is None and not contexts.is_torch_context(value) and \
                 not log_calls.is_logging(value) and not numpy_calls.is_numpy(value) and \
-                not isinstance(getattr(value, "__self__", None), type) and trace_rule(value, False) == "op"
-        if op and value not in BUILTINS and value not in instances.OBJECT_SLOTS and value not in OPERATOR_FUNCTIONS \
-                and value not in _UNARY_FUNCTIONS and not markers.allowed(value) and not _has_array(args, kwargs):
-            return call_torch  # (the tables above hold rules of their own for some of torch's: rule(...))
+                not isinstance(getattr(value, "__self__", None), type) and trace_rule(value, False) == "op" and \
+                value not in BUILTINS and value not in instances.OBJECT_SLOTS and value not in OPERATOR_FUNCTIONS \
+                and value not in _UNARY_FUNCTIONS
+        if op and not markers.allowed(value) and not _has_array(args, kwargs):
+            return call_torch
     return None
 
 
