@@ -371,7 +371,7 @@ def _holds_objects(values) -> bool:
             if _holds_objects(v.items.values()):
                 return True
         elif isinstance(v, ObjectVar):
-            if not isinstance(v.value, _GRAPH_CONSTANTS):
+            if not issubclass(type(v.value), _GRAPH_CONSTANTS):
                 return True
         elif not isinstance(v, (ConstVar, TensorVar, ScalarVar, SymIntVar)):
             return True

@@ -93,7 +93,7 @@ def builtin_attr(frame, var: ObjectVar, name: str) -> Var | None:
     """`len.__name__`, `next.__self__`, `dict.get.__qualname__`: attributes of a builtin callable
     (None: not one). `__self__` of a bound builtin keeps its source (its object may change)."""
     value = var.value
-    if not isinstance(value, BUILTIN_CALLABLES):
+    if not issubclass(type(value), BUILTIN_CALLABLES):  # (its type: isinstance would ask the object its __class__)
         return None
     if name == "__self__" and isinstance(value, (types.BuiltinFunctionType, types.MethodWrapperType)):
         return frame.tracer.wrap(value.__self__, AttrSource(var.source, name) if var.source is not None else None)

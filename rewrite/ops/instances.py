@@ -392,7 +392,7 @@ def _object_getattribute(frame, args, kwargs):
     obj, name = _slot_args("__getattribute__", args, kwargs, 2)
     if isinstance(obj, InstanceVar):
         return generic_getattr_instance(frame, obj, name, fallback=False)
-    if isinstance(obj, ObjectVar) and not isinstance(obj.value, (type, types.ModuleType)):
+    if isinstance(obj, ObjectVar) and not issubclass(type(obj.value), (type, types.ModuleType)):
         return OBJECTS.generic_getattr(frame, obj, name, fallback=False)
     return CALLS.getattr(frame, obj, name)  # (a value the tracer models: its lookup is the generic one)
 
@@ -447,7 +447,7 @@ def make_super(frame, args) -> SuperVar:
 
 def getattr_super(frame, sup: SuperVar, name: str) -> Var:
     obj = sup.obj
-    if isinstance(obj, ObjectVar) and isinstance(obj.value, type):
+    if isinstance(obj, ObjectVar) and issubclass(type(obj.value), type):
         return _getattr_super_of_class(frame, sup, name)
     if not isinstance(obj, (InstanceVar, ObjectVar, ExceptionVar)):
         raise Unsupported(f"super() over {describe(obj)}")
@@ -503,7 +503,7 @@ def _getattr_super_of_class(frame, sup: SuperVar, name: str) -> Var:
 def is_user_object(v: Var) -> bool:
     if isinstance(v, InstanceVar):
         return True
-    return isinstance(v, ObjectVar) and not isinstance(v.value, NOT_USER) and _heap_type(type(v.value))
+    return isinstance(v, ObjectVar) and not issubclass(type(v.value), NOT_USER) and _heap_type(type(v.value))
 
 
 # what a special method set to None (`__iter__ = None`) makes its protocol raise; any other:

@@ -64,12 +64,13 @@ def trusted_globals(globals_: dict) -> bool:
 def _type_expression(value) -> bool:
     """A type expression: `int | None`, `list[int]`, `typing.Optional[X]` -- immutable, its
     attributes constants (what `typing.get_args` / `get_origin` read)."""
-    return isinstance(value, (types.UnionType, types.GenericAlias)) or type(value).__module__ == "typing"
+    t = type(value)
+    return issubclass(t, (types.UnionType, types.GenericAlias)) or t.__module__ == "typing"
 
 
 def getattr_object(frame, var: ObjectVar, name: str) -> Var:
     value = var.value
-    if not isinstance(value, (type, types.ModuleType)):
+    if not issubclass(type(value), (type, types.ModuleType)):
         hook = own_getattribute(type(value))
         if hook is not None:  # the class's own __getattribute__ (a transformers config's)
             return hooked_getattr(frame, var, name, hook)
@@ -149,17 +150,17 @@ def generic_getattr(frame, var: ObjectVar, name: str, fallback: bool = True) -> 
         deleted = stored is DELETED
         if stored is not None and not deleted:  # written earlier in this trace
             return stored
-    if not raw and not deleted and isinstance(value, torch.nn.Module):
+    if not raw and not deleted and issubclass(type(value), torch.nn.Module):
         found = _module_attr(frame, var, name, source)
         if found is not None:
             return found
-    if isinstance(value, CONSTANT_OBJECTS) or _type_expression(value):  # torch.finfo(dtype).eps, (int | None).__args__,
+    if issubclass(type(value), CONSTANT_OBJECTS) or _type_expression(value):  # torch.finfo(dtype).eps, (int | None).__args__,
         return const(fold(getattr, value, name))  # pattern.search: constants of a constant (their methods fold)
     if context_vars.is_context_var(value) and name in context_vars.METHODS:
         return MethodVar(var, name)
     if type(value) is types.SimpleNamespace and name in value.__dict__:
         return tracer.wrap(value.__dict__[name], source)
-    if isinstance(value, (types.FunctionType, types.CodeType)):
+    if issubclass(type(value), (types.FunctionType, types.CodeType)):
         found = function_attr(frame, var, name)
         if found is not None:
             return found
@@ -214,7 +215,7 @@ def generic_getattr(frame, var: ObjectVar, name: str, fallback: bool = True) -> 
             raise Unsupported(f"slot {name!r} of {describe(var)} is empty (the call raises eagerly)") from None
     if name == "__class__":
         return tracer.wrap(type(value), class_source(var.source, type(value)) if var.source is not None else None)
-    if isinstance(value, torch.nn.Module) and static is _MISSING:
+    if issubclass(type(value), torch.nn.Module) and static is _MISSING:
         for store in ("_parameters", "_buffers", "_modules"):
             d = value.__dict__.get(store)
             if d is not None and name in d:  # what nn.Module.__getattr__ finds: read from that dict

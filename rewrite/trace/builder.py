@@ -151,8 +151,8 @@ def wrap(tracer, value, source):
     if t is types.BuiltinFunctionType and source is None:  # a C function of a trusted module (torch.relu):
         return ObjectVar(value)  # what _wrap makes of it, without its walk through every other kind
     add = tracer.guards.add if source is not None else (lambda g: None)
-    if source is not None and (t in IDENTITY_BEARING or not isinstance(value, SCALARS + IDENTITY + EQUAL_CONSTS +
-                                                                        SINGLETONS) and not _number_by_value(t)):
+    if source is not None and (t in IDENTITY_BEARING or not issubclass(t, SCALARS + IDENTITY + EQUAL_CONSTS +
+                                                                       SINGLETONS) and not _number_by_value(t)):
         seen = tracer.by_identity.get(id(value))
         if seen is not None:  # the same object reached through another source: the same Var
             add(AliasMatch(source, seen.source))
@@ -241,7 +241,10 @@ def _wrap_array(tracer, value, source):
 
 
 def _wrap(tracer, value, source, t, add):
-    if isinstance(value, torch.Tensor):
+    """(`t`: type(value). The kinds below are asked of it, not of the object: isinstance would
+    ask the object its `__class__`, running the Python `__getattribute__` of a class that has one
+    -- a transformers config's -- once per kind.)"""
+    if issubclass(t, torch.Tensor):
         if source is None:
             raise Unsupported("a tensor the tracer cannot locate as an input (no source)")
         if isinstance(value, torch.nn.parameter.UninitializedTensorMixin):
@@ -265,7 +268,7 @@ def _wrap(tracer, value, source, t, add):
     if t in SCALARS:
         add(EqualsMatch(source, value))
         return ConstVar(value, source)
-    if isinstance(value, SINGLETONS) or _pybind_enum_member(value):  # dtypes, memory formats, layouts, enum members
+    if issubclass(t, SINGLETONS) or _pybind_enum_member(value):  # dtypes, memory formats, layouts, enum members
         add(IdMatch(source, value))
         return ConstVar(value, source)
     if _number_by_value(t):
@@ -324,7 +327,7 @@ def _wrap(tracer, value, source, t, add):
         add(IdMatch(AttrSource(source, "__globals__"), value.__globals__))
         add(LenMatch(AttrSource(source, "__dict__"), 0))  # (no attribute of its own: no marker, no __wrapped__)
         return CodeFunctionVar(value, source, lambda: add(IdMatch(source, value)))
-    if isinstance(value, IDENTITY):
+    if issubclass(t, IDENTITY):
         add(IdMatch(source, value))
         return ObjectVar(value, source)
     if isinstance(value, torch.Generator):

@@ -31,7 +31,7 @@ def location(namespace, name) -> tuple:
     """What a write changes, whichever source reached it: a name in one real namespace. A
     module's attributes and its functions' globals are one dict (`state.FLAG` read in the
     caller is the `FLAG` a helper of `state` assigned with `global`)."""
-    if isinstance(namespace, types.ModuleType):
+    if issubclass(type(namespace), types.ModuleType):  # (its type: isinstance would ask a config its __class__)
         namespace = vars(namespace)
     return id(namespace), name  # the objects live as long as the trace (the call holds them)
 
