@@ -679,6 +679,20 @@ class CfgMod(torch.nn.Module):
             return config[name]
         return super().__getattr__(name)''',
     "CFGM": "CFGM = CfgMod()",
+    # an object whose class answers every attribute read in Python and records it (a transformers
+    # config's __getattribute__, with a side effect): the trace may ask it only what the code asks
+    "Watched": '''\
+SEEN = []
+
+
+class Watched:
+    def __init__(self, k):
+        self.k = k
+
+    def __getattribute__(self, name):
+        SEEN.append(name)
+        return object.__getattribute__(self, name)''',
+    "WATCHED": "WATCHED = Watched(2)",
     "GFROZEN": 'GFROZEN = frozenset({"mps", "npu", 3})',
     "GBYKEY": 'GBYKEY = {"a": frozenset({"x"}), "b": frozenset(), "c": {"y", "z"}}',
     "HOOKED": "HOOKED = Step(True)\nHOOKED.register_forward_hook(lambda module, args, out: out - 1)",
@@ -698,7 +712,7 @@ def nograd_step(t):
 }
 PRELUDE_NEEDS = {"Scaled": ("Acc",), "checked": ("FuzzError",), "quiet": ("FuzzError",), "deleg_gen": ("sub_gen",),
                  "Step": ("CALLED",), "STEPS": ("Step",), "HOOKED": ("Step",), "ckstep": ("CALLED",),
-                 "nograd_step": ("CALLED",), "CFGM": ("CfgMod",)}
+                 "nograd_step": ("CALLED",), "CFGM": ("CfgMod",), "WATCHED": ("Watched",)}
 # (GSET: a global set the programs read and change; each module of a program has its own)
 
 
@@ -1208,6 +1222,14 @@ LIBRARY_READS = [
     "{new} = {a} * len([m for m in sorted(GFROZEN, key=str)]) + ('y' in GBYKEY['c'])",
     "{new} = {a} * (len(GSET) if GSET else -1)",
     "{new} = {a} + (1 if (u := GBYKEY.get('a')) and 'x' in u else 0)",
+    # reads of an object whose class records every lookup (Watched): eager's count of them, no more
+    "{new} = {a} * WATCHED.k + len(SEEN)",
+    "{new} = {a} + (2 if isinstance(WATCHED, Watched) else 3) * len(SEEN)",
+    "{new} = {a} * (getattr(WATCHED, 'k', 1) + hasattr(WATCHED, 'nope')) - len(SEEN)",
+    "{new} = {a} + len([w.k for w in (WATCHED, Watched({k}))]) + len(SEEN)",
+    "try:\n    {new} = {a} * WATCHED.k + len(SEEN)\nexcept AttributeError:\n    {new} = {a}",
+    "with torch.no_grad():\n    {new} = {a} + WATCHED.k * len(SEEN)",
+    "{new} = {a} * len(SEEN) + (WATCHED is not None) + (type(WATCHED) is Watched)",
 ]
 SEMANTIC_RULES = [(1, rule_block(SEMANTICS))]  # (among the other Python rules; `--focus semantics`: mostly these)
 WRITTEN_RULES = [(1, rule_block(WRITTEN))]  # (`--focus written`: mostly these)

@@ -201,7 +201,7 @@ def _hooked(v: Var) -> bool:
     """An object whose class looks attributes up in Python (`__getattribute__`, `__getattr__`):
     of a module, other code than nn.Module's own `__getattr__` (diffusers' ModelMixin reads its
     config first) -- nn.Module's finds only parameters, buffers and submodules (_has_attr)."""
-    if isinstance(v, ObjectVar) and isinstance(v.value, torch.nn.Module):
+    if isinstance(v, ObjectVar) and issubclass(type(v.value), torch.nn.Module):
         cls = type(v.value)
         return class_attr(cls, "__getattr__") is not _MODULE_GETATTR or \
             isinstance(class_attr(cls, "__getattribute__"), types.FunctionType)

@@ -126,7 +126,7 @@ CLASS_METHODS = {
 def class_method(cls_var: ObjectVar, name: str):
     """`dict.fromkeys`: the real bound classmethod (what it says of itself is its own); a call
     of it is `call_class_method`'s."""
-    fn = CLASS_METHODS.get((cls_var.value, name)) if isinstance(cls_var.value, type) else None
+    fn = CLASS_METHODS.get((cls_var.value, name)) if issubclass(type(cls_var.value), type) else None
     if fn is None:
         return None
     return ObjectVar(getattr(cls_var.value, name))

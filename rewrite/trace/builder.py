@@ -330,7 +330,7 @@ def _wrap(tracer, value, source, t, add):
     if issubclass(t, IDENTITY):
         add(IdMatch(source, value))
         return ObjectVar(value, source)
-    if isinstance(value, torch.Generator):
+    if issubclass(t, torch.Generator):
         raise Unsupported("a torch.Generator (its state is not tracked yet)")
     add(TypeMatch(source, t))
     return ObjectVar(value, source)

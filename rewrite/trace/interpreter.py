@@ -324,6 +324,10 @@ def bind_arguments(code, args, kwargs, defaults, kwdefaults) -> dict[str, Var]:
     return out
 
 
+_METHOD_KINDS = (types.MethodType, types.BuiltinMethodType, types.MethodWrapperType)  # (a bound `__exit__`: no
+# other object is asked its __name__, which a class of the user's may answer in Python)
+
+
 def untraced_with_open(stack) -> bool:
     """Whether a `with` block over a context manager of the user's is open -- one the tracer did
     not enter (its real `__exit__` on the stack) or one whose `__exit__` it traces: either may
@@ -332,7 +336,7 @@ def untraced_with_open(stack) -> bool:
         t = type(v)
         if t is TensorVar or t is ConstVar:  # (most of what a stack holds: neither)
             continue
-        if isinstance(v, ObjectVar) and getattr(v.value, "__name__", None) == "__exit__" or \
+        if isinstance(v, ObjectVar) and type(v.value) in _METHOD_KINDS and v.value.__name__ == "__exit__" or \
                 isinstance(v, BoundVar) and v.func.__name__ == "__exit__":
             return True
     return False
