@@ -517,6 +517,23 @@ def _class_reads(guards, name):
         [e for e in reads if e.endswith(f"__class__.{name}.__code__")]
 
 
+def _call_model(m, x):
+    return m(x)
+
+
+def _compiled_over(model):
+    """(A jitted call of `model`, compiled on an input and checked against eager, that input,
+    how many of its guards read `helper` and its code through the instances' classes)."""
+    x = torch.randn(3)
+    compiled = jit(eager_copy(_call_model))
+    assert_same(compiled(model, x), _call_model(model, x))
+    guards = dispatcher_of(compiled).entries[0].guard.guards
+    return compiled, x, [len(reads) for reads in _class_reads(guards, "helper")]
+
+
+_SCALED_HELPER_CODE = _Scaled.helper.__code__
+
+
 @pytest.mark.parametrize("change", ["method", "code", "instance class"])
 def test_a_method_read_on_the_class_of_many_instances_is_one_check(change):
     """Each module's `self.helper` is a read of its class's attribute: with every instance's type
@@ -524,15 +541,8 @@ def test_a_method_read_on_the_class_of_many_instances_is_one_check(change):
     (guards/codegen.py, _drop_implied). Changing the class's method, its code, or one
     instance's class still recompiles, to eager's result."""
     model = torch.nn.Sequential(*[_Scaled(k) for k in range(1, 6)])
-
-    def f(m, x):
-        return m(x)
-
-    x = torch.randn(3)
-    compiled = jit(eager_copy(f))
-    assert_same(compiled(model, x), f(model, x))
-    guards = dispatcher_of(compiled).entries[0].guard.guards
-    assert [len(reads) for reads in _class_reads(guards, "helper")] == [1, 1]
+    compiled, x, reads = _compiled_over(model)
+    assert reads == [1, 1]
     saved = _Scaled.helper
     try:
         if change == "method":
@@ -541,26 +551,15 @@ def test_a_method_read_on_the_class_of_many_instances_is_one_check(change):
             _Scaled.helper.__code__ = _OtherScaled.helper.__code__
         else:
             model[3].__class__ = _OtherScaled
-        assert_same(compiled(model, x), f(model, x))
+        assert_same(compiled(model, x), _call_model(model, x))
         assert len(dispatcher_of(compiled).entries) == 2
     finally:
         _Scaled.helper = saved
         saved.__code__ = _SCALED_HELPER_CODE
 
 
-_SCALED_HELPER_CODE = _Scaled.helper.__code__
-
-
 def test_instances_that_answer_their_class_themselves_are_checked_one_by_one():
     """A `__class__` property: `x.__class__.helper` is not known to be the pinned class's, so
     each instance's read stays a check of its own."""
-    model = torch.nn.Sequential(*[_ClassProperty(k) for k in range(1, 4)])
-
-    def f(m, x):
-        return m(x)
-
-    x = torch.randn(3)
-    compiled = jit(eager_copy(f))
-    assert_same(compiled(model, x), f(model, x))
-    guards = dispatcher_of(compiled).entries[0].guard.guards
-    assert [len(reads) for reads in _class_reads(guards, "helper")] == [3, 3]
+    _, _, reads = _compiled_over(torch.nn.Sequential(*[_ClassProperty(k) for k in range(1, 4)]))
+    assert reads == [3, 3]

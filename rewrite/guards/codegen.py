@@ -149,7 +149,6 @@ def _fields_key(obj, skip: str) -> tuple:
 
 
 _LITERALS = (int, float, bool, str, bytes)
-_UNKNOWN = object()
 
 
 def _merge_distinct(guards: list[Guard]) -> list[Guard]:
@@ -360,8 +359,8 @@ def render_guards(guards: GuardSet, name: str, consts: Consts | None = None, rea
     bound: set = set()
 
     def named(s) -> bool:
-        known = ids.get(id(s), _UNKNOWN)
-        return s in names if known is _UNKNOWN else known is not None
+        key = id(s)
+        return ids[key] is not None if key in ids else s in names
 
     above: dict = {}  # id(source) -> its named bases, for the sources counted (alive all along)
 

@@ -189,9 +189,10 @@ except ImportError:  # pragma: no cover
 
 
 def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
-    exact = type(fn) is ObjectVar  # (most calls: a module, a function of torch's -- none of the kinds below)
-    if exact and (fast := _fast_route(fn.value, args, kwargs)) is not None:
-        return fast(frame, fn, args, kwargs) if fast is call_module else fast(frame, fn.value, args, kwargs)
+    if isinstance(fn, ObjectVar):  # (most calls -- a module, a C function of torch's -- first: no kind below is one)
+        fast = _fast_route(fn.value, args, kwargs)
+        if fast is not None:
+            return fast(frame, fn, args, kwargs) if fast is call_module else fast(frame, fn.value, args, kwargs)
     tracer = frame.tracer
     if isinstance(fn, FunctionVar):
         return tracer.inline(fn, args, kwargs, None, frame)
@@ -215,9 +216,6 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
     if not isinstance(fn, ObjectVar):
         raise Unsupported(f"call to {describe(fn)}")
     value = fn.value
-    fast = None if exact else _fast_route(value, args, kwargs)  # (a module, a C function of torch's)
-    if fast is not None:
-        return fast(frame, fn, args, kwargs) if fast is call_module else fast(frame, value, args, kwargs)
     caller = frame.globals.get("__name__") if isinstance(frame.globals, dict) else None
     known, folded = markers.query(value, caller)
     if known:  # torch.compiler.is_compiling() and friends: what they return under a compiler

@@ -375,14 +375,12 @@ class Frame:
         the exception). Traced grad-mode `with`s only re-raise."""
         frame = self
         while frame is not None:
-            if not frame.handled:  # (no `try`, no `with` in its code: nothing of it can catch)
-                frame = frame.parent
-                continue
-            targets = frame.caught.get(frame.instructions[frame.ip - 1].offset) if frame.ip else None
-            if targets and any(frame._may_catch(target, errors) for target in targets):
-                return True
-            if untraced_with_open(frame.stack):
-                return True
+            if frame.handled:  # (a code with no `try` and no `with`: nothing of it can catch)
+                targets = frame.caught.get(frame.instructions[frame.ip - 1].offset) if frame.ip else None
+                if targets and any(frame._may_catch(target, errors) for target in targets):
+                    return True
+                if untraced_with_open(frame.stack):
+                    return True
             frame = frame.parent
         return False
 
