@@ -423,17 +423,17 @@ def rerunnable(graph, redraws: bool = True, if_logs_wait: bool = False, copies: 
     (`copies`: see _write_back)."""
     return (copies or not graph.clone_inputs) and not any(
         n.meta.get("outward") and not (if_logs_wait or n.meta.get("deferred")) or n.meta.get("mode_switch") or
-        not redraws and n.meta.get("seeded") for n in graph.graph.nodes)  # (mode_switch: entering autocast, ...)
+        not redraws and n.meta.get("seeded") for n in graph.marked)  # (mode_switch: entering autocast, ...)
 
 
 def makes_logs(graph) -> bool:
     """Whether the graph makes log records."""
-    return any(n.meta.get("outward") for n in graph.graph.nodes)
+    return any(n.meta.get("outward") for n in graph.marked)
 
 
 def logs_wait(graph) -> bool:
     """Whether the graph's log records wait for its end."""
-    return any(n.meta.get("deferred") for n in graph.graph.nodes)
+    return any(n.meta.get("deferred") for n in graph.marked)
 
 
 def redraws(backend_name: str) -> bool:
@@ -443,7 +443,7 @@ def redraws(backend_name: str) -> bool:
 
 def draws(graph) -> bool:
     """Whether the graph draws random numbers."""
-    return any(n.meta.get("seeded") for n in graph.graph.nodes)
+    return any(n.meta.get("seeded") for n in graph.marked)
 
 
 def may_run_again(tracer) -> bool:
@@ -451,7 +451,7 @@ def may_run_again(tracer) -> bool:
     `except` of the call's may meet the error, or side effects replayed after the graph would be
     lost (elsewhere an error the graph raises is the one eager raises, from the same op)."""
     return tracer.ops_in_try or bool(tracer.side_effects) and any(n.meta.get("may_raise")
-                                                                  for n in tracer.graph.graph.nodes)
+                                                                  for n in tracer.graph.marked)
 
 
 class RngState:
@@ -493,7 +493,7 @@ def _defer_logs(tracer, redraw: bool, handed_off: bool = False) -> None:
     if not makes_logs(graph) or logs_wait(graph):
         return
     if handed_off:
-        if not defer(graph.graph) or any(n.all_input_nodes for n in graph.graph.nodes if n.meta.get("deferred")):
+        if not defer(graph.graph) or any(n.all_input_nodes for n in graph.marked if n.meta.get("deferred")):
             raise WholeCallEager("a log record of a value the graph computes, for a backend of torch's (it would "
                                  "make the record while it compiles, not when the graph runs)")
     elif may_run_again(tracer) and rerunnable(graph, redraw, if_logs_wait=True):
@@ -564,7 +564,7 @@ def _check_effects_survive(tracer, fullgraph: bool, redraw: bool) -> None:
     error goes to the caller as torch.compile's does (the effects before the failing op are
     not replayed: README, What is captured)."""
     if tracer.side_effects and not rerunnable(tracer.graph, redraw) and not fullgraph and \
-            any(n.meta.get("may_raise") for n in tracer.graph.graph.nodes):
+            any(n.meta.get("may_raise") for n in tracer.graph.marked):
         raise WholeCallEager("side effects after graph ops that may raise on their values, in a graph that "
                              "writes into inputs, logs or switches modes")
 
@@ -578,12 +578,12 @@ def _on_graph_error(cap: Capture, consts: Consts, failure: GraphFailure | None, 
     a backend's bug shows as that error), and so do graphs that draw random numbers where the
     call need not run again (`may_run_again`): saving the generators costs on every call."""
     graph = cap.tracer.graph
-    enters = tuple(n.target for n in graph.graph.nodes if isinstance(n.target, Enter))
+    enters = tuple(n.target for n in graph.marked if isinstance(n.target, Enter))
     leave = []  # the contexts the graph entered and did not leave: left, as eager's `with` leaves them
     if enters:
         consts.values["___unwind"], consts.values["___enters"] = unwind, enters
         leave = ["___unwind(___enters)"]
-    grad = any(n.target is torch._C._set_grad_enabled for n in graph.graph.nodes)
+    grad = any(n.target is torch._C._set_grad_enabled for n in graph.marked)
     restore = [f"torch._C._set_grad_enabled({cap.tracer.grad_at_start})"] if grad else []
     random = draws(graph)
     if failure is None or not rerunnable(graph, redraws(failure.backend_name)) or \
@@ -659,9 +659,12 @@ def first_call_source(cap: Capture, params, name: str, consts: Consts) -> tuple[
     """Source defining `___make_first(G, <consts>)` -> `first(<params>, ___o)`: the rest of the
     entry (side effects replayed, the result rebuilt) over graph outputs `___o` given. The
     trace ran every op for real, so the call that compiled returns what it computed instead of
-    running the graph a second time. Returns the source and the constants it takes."""
+    running the graph a second time. Returns the source and the constants it takes -- or, where
+    all it does is return one output (most functions'), no source and the output's index."""
     lines = cap.render(lambda i: f"___o[{i}]")
     tracer = cap.tracer
+    if lines == ["return ___o[0]"] and tracer.grad_enabled == tracer.grad_at_start:
+        return "", [0]  # (see _returning)
     if tracer.grad_enabled != tracer.grad_at_start:  # (the graph leaves grad mode switched: so does this)
         lines.insert(0, f"torch._C._set_grad_enabled({tracer.grad_enabled})")
     args = [param_name(p) for p in params]
@@ -763,8 +766,9 @@ def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=Non
                    "consts": dict(consts.values), "tensors": facts, "reader": reader, "name": name}
     fn = ns["___make_entry"](globals_, *values)
     fn.__qualname__ = fn.__name__ = f"entry_{name}"
-    if f_source:
-        made = ns["___make_first"](globals_, *(consts.values[n] for n in f_names))
+    if back is not None:
+        made = ns["___make_first"](globals_, *(consts.values[n] for n in f_names)) if f_source else \
+            _returning(f_names[0])
         outputs = tuple(cap.output_values)
         cap.output_values = []
 
@@ -777,6 +781,14 @@ def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=Non
     guard_fn = GuardFunction(guard_maker(name, g_source, globals_, values), g_source, guard.ordered, params, globals_,
                              lazy=True)
     return guard_fn, fn, e_source, first, persist
+
+
+def _returning(index: int):
+    """The compiling call's `first` (see first_call_source) of an entry that returns graph
+    output `index` and does nothing else."""
+    def first(*args):
+        return args[-1][index]
+    return first
 
 
 def guard_maker(name: str, source: str, globals_: dict, values: list):

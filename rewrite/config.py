@@ -22,7 +22,8 @@ suppress_errors: bool = os.environ.get("REWRITE_SUPPRESS_ERRORS", "") not in (""
 graph_break_warning: int = 8
 # Depth of user-function inlining before the tracer gives up on a call.
 max_inline_depth: int = 32
-# Instructions one trace may interpret before giving up (guards against runaway loops).
+# Instructions one trace may interpret before giving up (guards against runaway loops): asked
+# where a frame starts or resumes and at each backward jump.
 max_trace_instructions: int = 200_000
 # Record `Tensor.item()` in the graph as a Python number instead of breaking the graph there
 # (Dynamo's capture_scalar_outputs). Branching on such a number still breaks.

@@ -229,3 +229,33 @@ def test_a_batch_norm_in_training_updates_the_real_running_stats_once(fn):
         for a, b in zip(got_args, want_args):
             assert_same(a, b)
             assert a._version == b._version
+
+
+@pytest.mark.parametrize("shape", ["loop", "calls", "generator"])
+def test_a_trace_longer_than_the_limit_runs_eagerly(monkeypatch, shape):
+    """config.max_trace_instructions stops a trace that loops (asked at each backward jump) or
+    goes on through calls and generators (asked where a frame starts or resumes): the call
+    breaks there or runs eagerly, with eager's result, and explain says why."""
+    def step(x):
+        return x * 1.01 + 0.5
+
+    def gen(x):
+        for _ in range(40):
+            yield x
+
+    def f(x):
+        if shape == "loop":
+            for _ in range(40):
+                x = x * 1.01 + 0.5
+        elif shape == "calls":
+            x = step(step(step(step(step(step(step(step(x))))))))
+        else:
+            for y in gen(x):
+                x = x + y
+        return x
+
+    monkeypatch.setattr(rewrite.config, "max_trace_instructions", 60)
+    x = torch.randn(4)
+    out = rewrite.explain(eager_copy(f))(x.clone())
+    assert any("trace longer than 60 instructions" in str(b.reason) for b in out.break_reasons), out
+    assert_same(jit(eager_copy(f))(x.clone()), f(x.clone()))

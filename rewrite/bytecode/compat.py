@@ -343,6 +343,26 @@ def break_point(inst, code) -> bool:
     instruction a break runs the whole call eagerly, so the tracer keeps no checkpoint there."""
     return inst.opname in CALL_BREAKS or inst.opname in BREAK_JUMPS or inst.opname == "BEFORE_WITH" or \
         break_step(inst) is not None or inst.opname == "STORE_DEREF" and inst.argval in code.co_freevars
+
+
+def checkpoint_kind(inst, code) -> int:
+    """What the step loop keeps before `inst` (see break_point): 0, no checkpoint; 1 or 2, one
+    unless the top 1 or 2 values are constants (a jump on a constant, arithmetic on plain
+    Python numbers: nothing there can break, and an unforeseen break without a checkpoint
+    runs the whole call eagerly); 3, one always."""
+    if not break_point(inst, code):
+        return 0
+    if inst.opname in BREAK_JUMPS:
+        return 1
+    return ON_CONSTANTS.get(inst.opname, 3)
+
+
+# operators that compute on Python constants without leaving the trace (not IMPORT_NAME, whose
+# operands are constants too): how many of the top values they take
+ON_CONSTANTS = {"BINARY_OP": 2, "COMPARE_OP": 2, "CONTAINS_OP": 2, "BINARY_SUBSCR": 2, "UNARY_NOT": 1,
+                "UNARY_NEGATIVE": 1, "UNARY_INVERT": 1}
+
+
 # jumps that close a loop (3.12 drops the conditional ones: a loop's test jumps forward)
 BACKWARD_JUMPS = ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "POP_JUMP_BACKWARD_IF_TRUE",
                   "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE")

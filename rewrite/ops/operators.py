@@ -38,7 +38,7 @@ def binary(frame, sym: str, a: Var, b: Var) -> Var:
     fn = BINARY[sym]
     ta, tb = type(a), type(b)  # the common cases first: numbers, tensors and numbers (what the rules below give them)
     if ta is ConstVar and tb is ConstVar and type(a.value) in NUMBERS and type(b.value) in NUMBERS:
-        return const(fold(fn, a.value, b.value))
+        return ConstVar(fold(fn, a.value, b.value))  # (a number: what const() makes of it)
     if sym not in INPLACE and (ta is TensorVar and (tb is TensorVar or tb is ConstVar and type(b.value) in NUMBERS) or
                                tb is TensorVar and ta is ConstVar and type(a.value) in NUMBERS):
         return call_function(frame, fn, (a, b), {})

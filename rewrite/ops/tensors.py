@@ -377,7 +377,8 @@ def read_state(frame, fn, kind, args, kwargs) -> Var:
 
 def call_function(frame, fn, args, kwargs) -> Var:
     """Record a call of `fn` (an operator or torch function) on tensors."""
-    return _record(frame, "call_function", fn, tuple(args), kwargs, getattr(fn, "__name__", str(fn)))
+    name = getattr(fn, "__name__", None)
+    return _record(frame, "call_function", fn, tuple(args), kwargs, str(fn) if name is None else name)
 
 
 # ops whose values (not sizes or dtypes, which guards pin) can make them raise: an index out
@@ -420,7 +421,7 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
             dd = t.node.meta.get("data_dependent_shape")
             if dd:
                 break
-    if dd is None and (name in SHAPE_FROM_DATA or target is operator.getitem or target is operator.setitem):
+    if dd is None and (name in SHAPE_FROM_DATA or target is _GETITEM or target is _SETITEM):
         dd = _shape_from_data(kind, target, name, args, kwargs)
         if dd is not None and not config.get("capture_dynamic_output_shape_ops"):
             raise Unsupported(f"{dd}: the output's shape depends on data, and config.capture_dynamic_output_shape_ops "
@@ -432,6 +433,7 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
         tracer.root_ops += 1  # (what runs outside any graph if this frame runs eagerly: Entry.eager_ops)
     if (name in VALUE_ERRORS or type(name) is not str) and _may_raise_on_values(node, target, name, args, kwargs):
         node.meta["may_raise"] = True
+        graph.marked.append(node)  # (what the entry's checks ask about: GraphBuilder.marked)
     if in_try:
         # an op may fail on later data where eager's `except` would see it: the entry runs the
         # whole call eagerly if the graph raises -- so nothing before may have changed anything
@@ -453,22 +455,22 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
     return var
 
 
+_GETITEM, _SETITEM = operator.getitem, operator.setitem
+
+
 def _float_meets_integer_tensor(args, kwargs) -> bool:
     """A Python float or complex next to an integer tensor: the result dtype is the default dtype."""
-    values = (*args, *kwargs.values()) if kwargs else args
-    for v in values:
-        if type(v) is ConstVar and (type(v.value) is float or type(v.value) is complex):
-            break
-    else:
-        return False
-    integer = False
-    for v in values:
-        if type(v) is TensorVar:
+    floats = integer = False
+    for v in (*args, *kwargs.values()) if kwargs else args:
+        t = type(v)
+        if t is ConstVar:
+            floats = floats or type(v.value) is float or type(v.value) is complex
+        elif t is TensorVar:
             integer = integer or not v.value.dtype.is_floating_point and not v.value.dtype.is_complex
         elif isinstance(v, (TupleVar, ListVar, DictVar)):  # (tensors inside: the whole walk)
             integer = integer or any(not t.value.dtype.is_floating_point and not t.value.dtype.is_complex
                                      for t in _tensors([v], {}))
-    return integer
+    return floats and integer
 
 
 def _shape_from_data(kind, target, name, args, kwargs) -> str | None:

@@ -193,6 +193,7 @@ class Generator:
         if self.frame.runs_handler_at(self.frame.ip - 1):
             if self not in pending:
                 pending.append(self)
+                self.tracer.generators = self.tracer.generators or 1  # (the step loop asks only this first)
         elif self in pending:
             pending.remove(self)
 

@@ -42,6 +42,10 @@ class GraphBuilder:
         self.op_count = 0
         self.data_dependent = False  # whether an op's output shape came from data (ops.tensors._record)
         self._created: list[torch.fx.Node] = []  # every node, in creation order (for rollback)
+        # the nodes the entry's checks ask about (rewrite/compile.py), in creation order: those that
+        # draw random numbers, make a log record, may raise on their values, switch grad mode or
+        # enter a context (a mode) -- what they find without a walk of every node
+        self.marked: list[torch.fx.Node] = []
         self._last_placeholder = None
         self.input_ids: set[int] = set()
         self._write_check = _InputWriteCheck(self.input_storages, self.input_ids)
@@ -148,8 +152,10 @@ class GraphBuilder:
         check = self._write_check
         check.seeded = check.wrote = False
         try:
-            if (target in PURE_METHODS if kind == "call_method" else target in PURE_FUNCTIONS) and \
-                    (plain and not kwargs or self._pure(real_args, real_kwargs)):  # (writes nothing, draws nothing)
+            if kind == "call_function" and target in PURE_FUNCTIONS and plain and not kwargs:  # (most ops)
+                result = target(*real_args)  # (writes nothing, draws nothing)
+            elif (target in PURE_METHODS if kind == "call_method" else target in PURE_FUNCTIONS) and \
+                    (plain and not kwargs or self._pure(real_args, real_kwargs)):
                 result = _run(kind, target, real_args, real_kwargs)
             else:
                 with self._write_check:
@@ -169,6 +175,8 @@ class GraphBuilder:
         meta["seeded"] = check.seeded
         meta["writes"] = check.wrote  # what backends reorder by (codegen/schedule.py)
         self._created.append(node)
+        if check.seeded:
+            self.marked.append(node)
         self.op_count += 1
         return node, result
 
@@ -242,12 +250,14 @@ class GraphBuilder:
         node = self.graph.call_function(torch._C._set_grad_enabled, (enabled,))
         node.meta["writes"] = True  # a switch: the ops after it must not move before it
         self._created.append(node)
+        self.marked.append(node)
 
     def record_effect(self, fn, args: tuple):
         """Record a call made for its effect on global state (entering autocast, say); not an op."""
         node = self.graph.call_function(fn, tuple(args))
         node.meta["writes"] = True  # a switch: the ops after it must not move before it
         self._created.append(node)
+        self.marked.append(node)
         return node
 
     def outward_call(self, thunk, fn, args, kwargs) -> None:
@@ -259,6 +269,7 @@ class GraphBuilder:
         node.meta["outward"] = True
         node.meta["example_value"] = None
         self._created.append(node)
+        self.marked.append(node)
 
     def wrap_result(self, node, result) -> Var:
         """A Var for an op's result: tensors become TensorVars, sequences of them TupleVars."""
@@ -305,6 +316,8 @@ class GraphBuilder:
                 self.graph.erase_node(node)
         self._created[mark[0]:] = [n for n in made if n.op == "placeholder"]
         self.op_count = mark[1]
+        gone = set(made)
+        self.marked = [n for n in self.marked if n not in gone]
 
     def rollback(self, mark: tuple) -> None:
         """Forget every node made since `mark` (a graph break keeps only what came before)."""
@@ -314,6 +327,7 @@ class GraphBuilder:
             self.graph.erase_node(node)
         del self._created[n:]
         self.op_count = ops
+        self.marked = [node for node in self.marked if node not in doomed]
         self.inputs = [entry for entry in self.inputs if entry[2] not in doomed]
         self._by_source = {s: v for s, v in self._by_source.items() if v.node not in doomed}
         placeholders = [node for node in self.graph.nodes if node.op == "placeholder"]
@@ -657,9 +671,9 @@ def _describe(node, result) -> None:
     on big tensors would otherwise hold all of them at once); the python backend reads none,
     and pays for none. Anything else (a tensor of a kind the meta device does not hold): the
     value itself, in meta["example_value"]."""
-    if isinstance(result, torch.Tensor):
+    if type(result) is torch.Tensor or isinstance(result, torch.Tensor):
         dtype = result.dtype
-        if result.layout is torch.strided and (_ON_META.get(dtype) or _on_meta(dtype)) and not result.is_meta:
+        if result.layout is _STRIDED and (_ON_META.get(dtype) or _on_meta(dtype)) and not result.is_meta:
             node.meta["facts"] = (result.shape, result.stride(), dtype, result.requires_grad, result.device)
             return
     node.meta["example_value"] = result
@@ -693,6 +707,7 @@ def _on_meta(dtype) -> bool:
 
 
 _ON_META: dict = {}
+_STRIDED = torch.strided
 
 
 def _split(args: tuple) -> tuple[tuple, tuple, bool]:
@@ -702,12 +717,14 @@ def _split(args: tuple) -> tuple[tuple, tuple, bool]:
     real, fx = [], []
     plain = True
     for a in args:
-        if type(a) is TensorVar:
+        t = type(a)
+        if t is TensorVar:
             value = a.value
             real.append(value)
             fx.append(a.node)
-            plain = plain and type(value) in PLAIN_TENSORS
-        elif type(a) is ConstVar and type(a.value) in _PLAIN:
+            if plain and type(value) not in PLAIN_TENSORS:
+                plain = False
+        elif t is ConstVar and type(a.value) in _PLAIN:
             real.append(a.value)
             fx.append(a.value)
         else:

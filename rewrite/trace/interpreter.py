@@ -51,11 +51,24 @@ ONLY_PUSH = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "L
 
 @functools.lru_cache(maxsize=4096)
 def instructions_of(code: types.CodeType):
+    """The instructions of `code`, their indices by offset, its try/with facts, its exception
+    handlers, and what the step loop reads of each instruction: (the instruction, its handler,
+    the checkpoint it takes there: compat.checkpoint_kind), then each one's line (that of the
+    last instruction before it that has one, where it has none)."""
     insts = list(dis.get_instructions(code))
-    steps = tuple((inst, HANDLERS.get(inst.opname), inst.positions.lineno if inst.positions is not None else None,
-                   compat.break_point(inst, code)) for inst in insts)  # (what the step loop reads of each)
+    steps = tuple((inst, HANDLERS.get(inst.opname, _unsupported), compat.checkpoint_kind(inst, code)) for inst in insts)
+    lines, line = [], code.co_firstlineno
+    for inst in insts:
+        if inst.positions is not None and inst.positions.lineno is not None:
+            line = inst.positions.lineno
+        lines.append(line)
     return insts, {inst.offset: i for i, inst in enumerate(insts)}, handled_offsets(code, insts), \
-        exception_handlers(code), steps
+        exception_handlers(code), steps, tuple(lines)
+
+
+def _unsupported(frame, inst):
+    """The handler of an opcode the tracer has none for."""
+    raise Unsupported(f"opcode {inst.opname} is not supported")
 
 
 def _caller_handles() -> bool:
@@ -256,7 +269,7 @@ class Tracer:
 
 @functools.lru_cache(maxsize=1024)
 def _yields_in_handler(code: types.CodeType) -> bool:
-    insts, index_of, _, handlers, _ = instructions_of(code)
+    insts, index_of, _, handlers, _, _ = instructions_of(code)
     for inst in insts:
         entry = handlers.get(inst.offset) if inst.opname == "YIELD_VALUE" else None
         if entry is not None and insts[index_of[entry[0]]].opname not in NOT_TRY_HANDLERS:
@@ -348,8 +361,8 @@ class Frame:
     def __init__(self, tracer: Tracer, code, locals_, cells, globals_, global_source, parent):
         self.tracer = tracer
         self.code = code
-        self.instructions, self.index_of, (self.handled, self.user_try, self.caught), self.handlers, self.step_table = \
-            instructions_of(code)
+        self.instructions, self.index_of, (self.handled, self.user_try, self.caught), self.handlers, self.step_table, \
+            self.lines = instructions_of(code)
         self.locals: dict = locals_
         self.cells: dict[str, CellVar] = cells
         self.globals = globals_
@@ -361,7 +374,7 @@ class Frame:
         self.stack: list[Var] = []
         self.ip = 0
         self.checkpoint: Checkpoint | None = None  # root frame only
-        self.lineno = code.co_firstlineno
+        self.counted = 0  # the instruction from which the steps run are not counted yet (see run)
         self.kw_names: tuple[str, ...] = ()
         self.operands: list | None = None  # the stack before the instruction running now (what it took)
         self._catches: dict = {}  # (handler, errors) -> whether its `except` clauses may match them
@@ -429,7 +442,11 @@ class Frame:
         return out
 
     def jump(self, offset: int) -> None:
-        self.ip = self.index_of[offset]
+        index, ip = self.index_of[offset], self.ip
+        self.tracer.steps += ip - self.counted  # (the instructions run since the last jump)
+        self.ip = self.counted = index
+        if index < ip:  # (a loop: where a trace too long is stopped)
+            self.check_length()
 
     # -- variables -----------------------------------------------------------------------------
     def load_local(self, name: str) -> Var:
@@ -497,47 +514,65 @@ class Frame:
         return _yields_in_handler(self.code)
 
     def run(self) -> Var:
-        self.tracer.frames.append(self)
+        tracer = self.tracer
+        tracer.frames.append(self)
+        self.counted = self.ip  # (Tracer.steps counts what ran from here: at each jump, and at the end)
         try:
             return self._run()
         finally:
-            self.tracer.frames.pop()
+            tracer.frames.pop()
+            tracer.steps += self.ip - self.counted
+
+    @property
+    def lineno(self) -> int:
+        """The line of the instruction running now (or of the `def`, before the first)."""
+        return self.lines[self.ip - 1] if self.ip else self.code.co_firstlineno
+
+    def check_length(self) -> None:
+        """Stop a trace past config.max_trace_instructions: asked where a frame starts or resumes
+        and at each backward jump. (`Tracer.steps` counts the instructions run, a straight run of
+        them at a time: at each jump and where a frame stops.)"""
+        limit = config.max_trace_instructions
+        tracer = self.tracer
+        if tracer.steps + sum(f.ip - f.counted for f in tracer.frames) > limit:  # (with what runs now)
+            raise Unsupported(f"trace longer than {limit} instructions")
 
     def _run(self) -> Var:
         tracer = self.tracer
         log = logs.get("trace") if tracer.log_trace else None
         steps = self.step_table
         is_root = self is tracer.root
-        limit = config.max_trace_instructions
         inst = None
+        try:
+            self.check_length()
+        except Unsupported as e:
+            raise self._locate(e)
         while True:
-            if tracer.pending and (inst is None or inst.opname not in ONLY_PUSH):
-                self._finalize()  # (the previous instruction may have let go of a generator's last reference)
-            ip = self.ip
-            inst, fn, lineno, break_point = steps[ip]
-            if is_root:  # (where a break may resume: elsewhere a break runs the whole call eagerly)
-                self.checkpoint = Checkpoint(self) if break_point else None
-            if tracer.generators:
+            if tracer.generators:  # (frames keep their operands from the first generator on)
+                self.operands = None
+                if tracer.pending and (inst is None or inst.opname not in ONLY_PUSH):
+                    self._finalize()  # (the previous instruction may have let go of a generator's last reference)
                 self.operands = list(self.stack)
+            ip = self.ip
+            inst, fn, keep = steps[ip]
+            if is_root:  # (where a break may resume: elsewhere a break runs the whole call eagerly)
+                if keep and (keep == 3 or type(self.stack[-1]) is not ConstVar or
+                             keep == 2 and type(self.stack[-2]) is not ConstVar):
+                    self.checkpoint = Checkpoint(self)
+                else:
+                    self.checkpoint = None
             self.ip = ip + 1
-            if lineno is not None:
-                self.lineno = lineno
-            tracer.steps += 1
-            if tracer.steps > limit:
-                raise self._locate(Unsupported(f"trace longer than {limit} instructions"))
             if log is not None:
                 log.debug("%s%s:%s %s %s %s", "  " * tracer.depth, self.code.co_name, self.lineno, inst.opname,
                           inst.argrepr, self.stack)
             try:
-                if fn is None:
-                    raise Unsupported(f"opcode {inst.opname} is not supported")
                 fn(self, inst)
             except Return as r:
                 if is_root and tracer.pending:  # (its frame goes: what only its locals held, too)
                     self._finalize(r.value)
                 return r.value
             except Unsupported as e:
-                raise self._locate(e)
+                raise self._locate(e, ip)
             except (Raised, PythonError) as e:
                 exc = e.exc if isinstance(e, Raised) else exception_var(e.error)
                 if isinstance(exc, ExceptionVar) and exc.traceback is None:  # raised here, first
@@ -546,15 +581,14 @@ class Frame:
                 if not self.catch(exc, inst):
                     if is_root:  # the call raises: where, is for the graph break (or eager run) to find
                         raise self._locate(RaisesEagerly(f"raising {exc.cls.__name__} (the call raises eagerly)",
-                                                         exc.cls))
+                                                         exc.cls), ip)
                     raise Raised(exc) from None
             except RecursionError:
-                raise self._locate(Unsupported("recursion too deep while tracing"))
+                raise self._locate(Unsupported("recursion too deep while tracing"), ip)
             except UserError as e:  # a torch op raised: the call runs eagerly, where an `except` may catch it
                 if e.covered is None:
                     e.covered = self.in_try((type(e.error),))
                 raise
-            self.operands = None
 
     def _finalize(self, returned: Var | None = None) -> None:
         try:
@@ -576,6 +610,7 @@ class Frame:
         self.jump(target)
         return True
 
-    def _locate(self, e: Unsupported) -> Unsupported:
-        e.locate(self.code.co_filename, self.lineno, self.code.co_name)
+    def _locate(self, e: Unsupported, index: int | None = None) -> Unsupported:
+        """`e`, located at the instruction at `index` (by default the one running now)."""
+        e.locate(self.code.co_filename, self.lineno if index is None else self.lines[index], self.code.co_name)
         return e

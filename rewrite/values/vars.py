@@ -150,7 +150,7 @@ class TensorVar(Var):
     __slots__ = ("node", "value", "sym")
 
     def __init__(self, node, value, source=None, sym=None):
-        super().__init__(source)
+        self.source, self.born = source, next(_serial)  # (Var's, inline: the most made Vars)
         self.node = node
         self.value = value
         self.sym = sym  # sizes (ints and sympy expressions) when some are symbolic, else None
@@ -235,7 +235,7 @@ class ConstVar(Var):
     __slots__ = ("value",)
 
     def __init__(self, value, source=None):
-        super().__init__(source)
+        self.source, self.born = source, next(_serial)  # (Var's, inline: the most made Vars)
         self.value = value
 
     def python_value(self):

@@ -25,9 +25,10 @@ def call_kw(frame, inst):
 
 
 def _call(frame, argc: int, names: tuple):
+    stack = frame.stack
     args = frame.popn(argc)
-    second = frame.pop()
-    first = frame.pop()
+    second = stack.pop()
+    first = stack.pop()
     if first is NULL:  # [NULL, callable] (until 3.12)
         fn = second
     elif second is NULL:  # [callable, NULL] (3.13)
@@ -35,8 +36,8 @@ def _call(frame, argc: int, names: tuple):
     else:  # (method, self) pair
         fn, args = first, [second, *args]
     npos = len(args) - len(names)
-    kwargs = dict(zip(names, args[npos:]))
-    frame.push(ops.call(frame, fn, args[:npos], kwargs))
+    kwargs = dict(zip(names, args[npos:])) if names else {}
+    stack.append(ops.call(frame, fn, args[:npos] if names else args, kwargs))
 
 
 @handler("CALL_FUNCTION_EX")

@@ -14,7 +14,7 @@ def jump(frame, inst):
 
 def _pop_jump_if(want: bool):
     def pop_jump_if(frame, inst):
-        if ops.truthy(frame, frame.pop()) is want:
+        if ops.truthy(frame, frame.stack.pop()) is want:
             frame.jump(inst.argval)
     return pop_jump_if
 
@@ -58,10 +58,10 @@ def get_iter(frame, inst):
 def for_iter(frame, inst):
     item = frame.stack[-1].next()
     if item is None:
-        frame.pop()
+        frame.stack.pop()
         frame.jump(for_iter_exit(inst))
     else:
-        frame.push(item)
+        frame.stack.append(item)
 
 
 @handler("END_FOR")

@@ -8,9 +8,10 @@ from ..opcodes import handler
 
 @handler("BINARY_OP")
 def binary_op(frame, inst):
-    b = frame.pop()
-    a = frame.pop()
-    frame.push(ops.binary(frame, BINARY_OPS[inst.arg], a, b))
+    stack = frame.stack
+    b = stack.pop()
+    a = stack.pop()
+    stack.append(ops.binary(frame, BINARY_OPS[inst.arg], a, b))
 
 
 @handler("UNARY_NEGATIVE")

@@ -8,13 +8,14 @@ from ...bytecode.compat import (LOAD_FAST_LOADS_CELLS, NULL_ABOVE_CALLABLE, load
 from ...errors import Unsupported
 from ...guards.source import CellContentsSource
 from ...values.side_effects import DELETED, location
-from ...values.vars import NULL, CellVar, ObjectVar, note_mutation
+from ...values.vars import IMMUTABLE, NULL, CellVar, ConstVar, ObjectVar, note_mutation
 from ..opcodes import Lazy, handler
 
 
 @handler("LOAD_CONST")
 def load_const(frame, inst):
-    frame.push(ops.const(inst.argval))
+    value = inst.argval
+    frame.stack.append(ConstVar(value) if type(value) in IMMUTABLE else ops.const(value))
 
 
 @handler("LOAD_FAST", "LOAD_FAST_CHECK")
@@ -67,7 +68,7 @@ def store_fast_load_fast(frame, inst):
 
 
 def _store_fast(frame, name: str):
-    v = frame.pop()
+    v = frame.stack.pop()
     if v is NULL:  # (the comprehension's saved local was unbound: it is again)
         frame.locals.pop(name, None)
     else:
@@ -81,11 +82,12 @@ def delete_fast(frame, inst):
 
 def _push(frame, value, null: bool):
     """`value`, with a NULL where this Python's calls want it (below it until 3.12, above it from 3.13)."""
+    stack = frame.stack
     if null and not NULL_ABOVE_CALLABLE:
-        frame.push(NULL)
-    frame.push(value)
+        stack.append(NULL)
+    stack.append(value)
     if null and NULL_ABOVE_CALLABLE:
-        frame.push(NULL)
+        stack.append(NULL)
 
 
 @handler("LOAD_GLOBAL")
@@ -140,7 +142,7 @@ def store_deref(frame, inst):
 
 @handler("LOAD_ATTR")
 def load_attr(frame, inst):
-    obj = frame.pop()  # (3.12's method bit: LOAD_METHOD's NULL, the attribute bound)
+    obj = frame.stack.pop()  # (3.12's method bit: LOAD_METHOD's NULL, the attribute bound)
     _push(frame, ops.getattr_(frame, obj, inst.argval), load_attr_pushes_null(inst))
 
 
