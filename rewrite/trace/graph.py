@@ -6,6 +6,7 @@ dtypes and the op's own errors are exactly eager's.
 """
 from __future__ import annotations
 
+import collections
 import operator
 import re
 import types
@@ -471,9 +472,9 @@ def new_node(graph: torch.fx.Graph, kind: str, target, args: tuple, kwargs: dict
     namespace = graph._graph_namespace
     name = _next_name(namespace, candidate[0]) if candidate[1] else namespace.create_name(candidate[0], None)
     node = torch.fx.Node(graph, name, kind, target, args, kwargs or _IMMUTABLE_DICT, None)
-    namespace.associate_name_with_obj(name, node)
+    namespace._obj_to_name[node] = name  # (associate_name_with_obj: a new node has no name yet)
     graph._insert(node)
-    graph._find_nodes_lookup_table.insert(node)
+    graph._find_nodes_lookup_table.table[(kind, target if kind == "call_function" else None)][node] = None  # (insert)
     graph._len += 1
     return node
 
@@ -504,10 +505,18 @@ def _next_name(namespace, base: str) -> str:
 _CANDIDATES: dict = {}  # op target -> (the base of its nodes' names, whether that is plain: _plain_name)
 _NON_WORD = re.compile(r"\W+")
 _IMMUTABLE_DICT = torch.fx.immutable_collections.immutable_dict()
+def _probe_nodes(graph: torch.fx.Graph) -> list:
+    x = graph.placeholder("x")
+    return [x, graph.call_function(operator.add, (x, 1)), graph.call_method("relu", (x,))]
+
+
 _probe = torch.fx.Graph()
 _FAST_NODES = all(hasattr(_probe, a) for a in ("_insert", "_find_nodes_lookup_table", "_len", "_graph_namespace",
                                                  "_target_to_str")) and _probe.owning_module is None and \
-    all(hasattr(_probe._graph_namespace, a) for a in ("_used_names", "_base_count")) and \
+    all(hasattr(_probe._graph_namespace, a) for a in ("_used_names", "_base_count", "_obj_to_name")) and \
+    isinstance(getattr(_probe._find_nodes_lookup_table, "table", None), collections.defaultdict) and \
+    [_probe._find_nodes_lookup_table._key(n) for n in _probe_nodes(_probe)] == \
+    [("placeholder", None), ("call_function", operator.add), ("call_method", None)] and \
     hasattr(_fx_graph, "_name_regex") and hasattr(_fx_graph, "_illegal_names")
 del _probe
 

@@ -30,7 +30,7 @@ from ..ops.markers import disabled, dynamo_patch
 from ..ops.objects import trusted_globals
 from ..values.side_effects import SideEffects, location
 from ..values.vars import (BoundVar, CellVar, ConstVar, DictVar, ExceptionVar, FunctionVar, ObjectVar,
-                           TensorVar, TupleVar, Var, checkpoint_mark)
+                           TensorVar, TupleVar, Var, checkpoint_dropped, checkpoint_mark)
 from . import handlers  # noqa: F401  (registers the opcode handlers in opcodes.HANDLERS)
 from .builder import DynamicPolicy, wrap
 from .generators import Generator, finalize
@@ -559,8 +559,9 @@ class Frame:
                 if keep and (keep == 3 or type(self.stack[-1]) is not ConstVar or
                              keep == 2 and type(self.stack[-2]) is not ConstVar):
                     self.checkpoint = Checkpoint(self)
-                else:
+                elif self.checkpoint is not None:
                     self.checkpoint = None
+                    checkpoint_dropped()
             self.ip = ip + 1
             if log is not None:
                 log.debug("%s%s:%s %s %s %s", "  " * tracer.depth, self.code.co_name, self.lineno, inst.opname,

@@ -53,6 +53,7 @@ _watermark = 0  # the first number made after the root frame's latest checkpoint
 
 _undo: dict = {}  # id(var) -> (var, what it held before its first change since the latest checkpoint)
 _undoable = True  # every change since the latest checkpoint is in _undo
+_recording = True  # the root frame's instruction running now has a checkpoint: changes go into _undo
 
 
 def note_mutation(var: "Var | None" = None) -> None:
@@ -68,7 +69,7 @@ def note_mutation(var: "Var | None" = None) -> None:
     # (a Var with a source stands for an object that existed before the call, however late it was read)
     if var is None or born < _watermark or var.source is not None:
         _mutations += 1
-        if var is not None and id(var) not in _undo:
+        if _recording and var is not None and id(var) not in _undo:
             saved = var.snapshot()
             if saved is NotImplemented:
                 _undoable = False
@@ -102,11 +103,19 @@ def mutations() -> int:
 
 def checkpoint_mark() -> int:
     """The mutation count now; Vars made from here on are newer than this checkpoint."""
-    global _watermark, _undoable
+    global _watermark, _undoable, _recording
     _watermark = next(_serial)
     _undo.clear()
-    _undoable = True
+    _undoable = _recording = True
     return _mutations
+
+
+def checkpoint_dropped() -> None:
+    """The root frame's instruction running now keeps no checkpoint (a break there runs the
+    whole call eagerly, undoing nothing): until the next one, changes are counted, not saved."""
+    global _recording
+    _recording = False
+    _undo.clear()
 
 
 def watermark() -> int:
