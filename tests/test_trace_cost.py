@@ -259,3 +259,28 @@ def test_a_trace_longer_than_the_limit_runs_eagerly(monkeypatch, shape):
     out = rewrite.explain(eager_copy(f))(x.clone())
     assert any("trace longer than 60 instructions" in str(b.reason) for b in out.break_reasons), out
     assert_same(jit(eager_copy(f))(x.clone()), f(x.clone()))
+
+
+def test_an_operator_on_constants_keeps_no_checkpoint_yet_a_break_there_is_eager(monkeypatch):
+    """Jumps on constants and operators on constants keep no checkpoint (nothing there breaks,
+    as a rule): one that breaks after all runs the call eagerly, with eager's result and effects,
+    the ops before it and after it included."""
+    from rewrite.ops import operators
+    monkeypatch.setattr(operators, "MAX_CHARS", 10)  # ("ab" * 8: a string longer than the trace makes)
+
+    def f(x, log):
+        y = x * 2
+        log.append(len(log))
+        k = 8
+        s = "ab" * k  # (not folded by CPython's compiler: two constants at run time)
+        return y + len(s), s
+
+    x = torch.randn(4)
+    eager_log, log = [], []
+    expected = f(x.clone(), eager_log)
+    compiled = jit(eager_copy(f))
+    for _ in range(2):
+        assert_same(compiled(x.clone(), log), expected)
+    assert log == [0, 1]
+    out = rewrite.explain(eager_copy(f))(x.clone(), [])
+    assert any("items made while tracing" in str(r) for r in out.eager_reasons + out.break_reasons), out
