@@ -522,6 +522,7 @@ class Frame:
         finally:
             tracer.frames.pop()
             tracer.steps += self.ip - self.counted
+            self.counted = self.ip  # (a jump made while it waits -- a generator thrown into -- adds none)
 
     @property
     def lineno(self) -> int:
