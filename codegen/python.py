@@ -49,7 +49,6 @@ RESERVED = {"torch", "operator"}
 Node = torch.fx.Node
 SET_GRAD = torch._C._set_grad_enabled
 MAX_NESTING = 6  # values written into one statement at most (a longer chain starts a new one)
-_NESTED = frozenset({tuple, list, dict, slice})  # arguments that may hold a node inside
 
 
 class Renderer:
@@ -204,15 +203,15 @@ class Renderer:
         """Whether `node` is written into the statement of `after`, the next node: its only user,
         which reads it once (so `after`'s other operands are names or constants, and the ops
         still run in the graph's order)."""
-        users = node.users
-        if len(users) != 1 or after not in users or after.op == "output" or nesting.get(node, 0) >= MAX_NESTING:
-            return False  # (`after` None: not in users)
+        if after is None or after.op == "output" or len(node.users) != 1 or after not in node.users or \
+                nesting.get(node, 0) >= MAX_NESTING:
+            return False
         if not after.kwargs:  # (flat arguments, most ops': counted without the walk)
             uses = 0
             for a in after.args:
                 if a is node:
                     uses += 1
-                elif type(a) in _NESTED:
+                elif type(a) in (tuple, list, dict, slice):
                     break
             else:
                 return uses == 1
@@ -235,10 +234,8 @@ class Renderer:
         lines = [f"def {fn_name}({', '.join(params)}):"]
         body, end = [], []
         nesting: dict[torch.fx.Node, int] = {}  # node -> values written into its statement
-        names, inline, level = self.names, self.inline, self._level
-        expression, inlines, statement = self.expression, self._inlines, self.statement
-        nodes.append(None)  # (what follows the last node)
-        for i, n in enumerate(nodes[:-1]):
+        names, inline = self.names, self.inline
+        for i, n in enumerate(nodes):
             op = n.op
             if op == "placeholder":
                 if names[n] != self.inputs.get(n, names[n]):
@@ -251,13 +248,13 @@ class Renderer:
                 else:
                     end += ["    " + line for line in result(outs)]
                 continue
-            made = expression(n)
-            after = nodes[i + 1]
-            if made is not None and inlines(n, after, nesting):
-                inline[n], level[n] = made
+            made = self.expression(n)
+            after = nodes[i + 1] if i + 1 < len(nodes) else None
+            if made is not None and self._inlines(n, after, nesting):
+                inline[n], self._level[n] = made
                 nesting[after] = nesting.get(n, 0) + 1
                 continue
-            body += ["    " + s for s in statement(n, made)]
+            body += ["    " + s for s in self.statement(n, made)]
             dying = [names[value] for value in reads[i]
                      if last_use[value] is n and value.op != "placeholder" and value not in inline]
             if dying:

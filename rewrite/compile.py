@@ -659,12 +659,12 @@ def first_call_source(cap: Capture, params, name: str, consts: Consts) -> tuple[
     """Source defining `___make_first(G, <consts>)` -> `first(<params>, ___o)`: the rest of the
     entry (side effects replayed, the result rebuilt) over graph outputs `___o` given. The
     trace ran every op for real, so the call that compiled returns what it computed instead of
-    running the graph a second time. Returns the source and the constants it takes -- or, where
-    all it does is return one output (most functions'), no source and the output's index."""
+    running the graph a second time. Returns the source and the constants it takes -- none of
+    either where all it does is return the graph's one output (most functions': `_first_output`)."""
     lines = cap.render(lambda i: f"___o[{i}]")
     tracer = cap.tracer
     if lines == ["return ___o[0]"] and tracer.grad_enabled == tracer.grad_at_start:
-        return "", [0]  # (see _returning)
+        return "", []
     if tracer.grad_enabled != tracer.grad_at_start:  # (the graph leaves grad mode switched: so does this)
         lines.insert(0, f"torch._C._set_grad_enabled({tracer.grad_enabled})")
     args = [param_name(p) for p in params]
@@ -767,8 +767,7 @@ def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=Non
     fn = ns["___make_entry"](globals_, *values)
     fn.__qualname__ = fn.__name__ = f"entry_{name}"
     if back is not None:
-        made = ns["___make_first"](globals_, *(consts.values[n] for n in f_names)) if f_source else \
-            _returning(f_names[0])
+        made = ns["___make_first"](globals_, *(consts.values[n] for n in f_names)) if f_source else _first_output
         outputs = tuple(cap.output_values)
         cap.output_values = []
 
@@ -783,12 +782,10 @@ def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=Non
     return guard_fn, fn, e_source, first, persist
 
 
-def _returning(index: int):
-    """The compiling call's `first` (see first_call_source) of an entry that returns graph
-    output `index` and does nothing else."""
-    def first(*args):
-        return args[-1][index]
-    return first
+def _first_output(*args):
+    """The compiling call's `first` (see first_call_source) of an entry that returns the graph's
+    one output and does nothing else: `first(<params>, ___o)`."""
+    return args[-1][0]
 
 
 def guard_maker(name: str, source: str, globals_: dict, values: list):

@@ -347,9 +347,9 @@ def break_point(inst, code) -> bool:
 
 def checkpoint_kind(inst, code) -> int:
     """What the step loop keeps before `inst` (see break_point): 0, no checkpoint; 1 or 2, one
-    unless the top 1 or 2 values are constants (a jump on a constant, arithmetic on plain
-    Python numbers: nothing there can break, and an unforeseen break without a checkpoint
-    runs the whole call eagerly); 3, one always."""
+    unless the top 1 or 2 values are constants (a jump on a constant, `i % 2`: nothing there
+    can break, and an unforeseen break without a checkpoint runs the whole call eagerly); 3,
+    one always."""
     if not break_point(inst, code):
         return 0
     if inst.opname in BREAK_JUMPS:

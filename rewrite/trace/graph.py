@@ -153,10 +153,8 @@ class GraphBuilder:
         check = self._write_check
         check.seeded = check.wrote = False
         try:
-            if kind == "call_function" and target in PURE_FUNCTIONS and plain and not kwargs:  # (most ops)
-                result = target(*real_args)  # (writes nothing, draws nothing)
-            elif (target in PURE_METHODS if kind == "call_method" else target in PURE_FUNCTIONS) and \
-                    (plain and not kwargs or self._pure(real_args, real_kwargs)):
+            if (target in PURE_METHODS if kind == "call_method" else target in PURE_FUNCTIONS) and \
+                    (plain and not kwargs or self._pure(real_args, real_kwargs)):  # (writes nothing, draws nothing)
                 result = _run(kind, target, real_args, real_kwargs)
             else:
                 with self._write_check:

@@ -8,14 +8,13 @@ from ...bytecode.compat import (LOAD_FAST_LOADS_CELLS, NULL_ABOVE_CALLABLE, load
 from ...errors import Unsupported
 from ...guards.source import CellContentsSource
 from ...values.side_effects import DELETED, location
-from ...values.vars import IMMUTABLE, NULL, CellVar, ConstVar, ObjectVar, note_mutation
+from ...values.vars import NULL, CellVar, ObjectVar, note_mutation
 from ..opcodes import Lazy, handler
 
 
 @handler("LOAD_CONST")
 def load_const(frame, inst):
-    value = inst.argval
-    frame.stack.append(ConstVar(value) if type(value) in IMMUTABLE else ops.const(value))
+    frame.stack.append(ops.const(inst.argval))
 
 
 @handler("LOAD_FAST", "LOAD_FAST_CHECK")
