@@ -6,10 +6,13 @@ source is compiled from memory, never from the file: the files are there for peo
 tools (and for `linecache` once its entry is dropped, say by `linecache.clearcache()`).
 So a file already at that name is reused only if it is a regular file (not a link: opened
 with O_NOFOLLOW), ours, with no permission for group or others, and holds exactly the bytes
-that would be written; anything else is replaced. A file that cannot be written (a refused
-subdirectory, a full or read-only disk) costs only the file: the source is then loaded
-under a pseudo-name, `<rewrite kind/name_hash>`, that linecache never looks for on disk, so
-tracebacks show the generated lines while its entry lives.
+that would be written; anything else is replaced. The file is written at a quiet moment, off
+the compiling call's path (`later`: the writer thread the persistent cache's records go
+through too), and at exit; `flush()` writes what is queued now. A file that cannot be
+written costs only the file: under a refused subdirectory the source is loaded under a
+pseudo-name, `<rewrite kind/name_hash>`, that linecache never looks for on disk; a full or
+read-only disk leaves the path without its file. Either way tracebacks show the generated
+lines while its linecache entry lives.
 
 The cache directory is private: `$REWRITE_CACHE_DIR`, or `$TMPDIR/rewrite-<uid>`, made 0700.
 A directory that is not ours, is a symlink, or that others could write into (and so plant
@@ -22,6 +25,7 @@ others could read are made 0600 on the way.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import linecache
 import os
@@ -132,19 +136,30 @@ def pseudo_name(kind: str, name: str, source: str) -> str:
 
 
 def write(kind: str, name: str, source: str) -> str:
-    """Write `source` to its file; its path. A file already there is reused only if it is
-    exactly what would be written (see _holds); when no file can be written, a pseudo-name
-    (see pseudo_name), never the path of a file that may hold something else."""
-    data = source.encode()
+    """The path `source` is written to, at a quiet moment (see `later`); its directory is
+    checked now: where it is refused, a pseudo-name (see pseudo_name), never the path of a
+    file that may hold something else. A file already there is reused only if it is exactly
+    what would be written (see _holds)."""
     try:
         folder = _subdir(kind)  # (first: nothing is read from a directory others may control)
-        path = os.path.join(folder, _stem(name, source) + ".py")
-        if not _holds(path, data):
-            _count_write()
-            _replace(folder, path, data)
-        return path
-    except OSError:  # (a refused directory, a full disk, a read-only directory)
+    except OSError:  # (a refused directory)
         return pseudo_name(kind, name, source)
+    path = os.path.join(folder, _stem(name, source) + ".py")
+    later(_write_sources, (folder, path, source))
+    return path
+
+
+def _write_sources(items: list) -> None:
+    """The writer thread's part of `write`: each queued source into its file (a full disk, a
+    read-only one: that file is not written)."""
+    for folder, path, source in items:
+        data = source.encode()
+        try:
+            if not _holds(path, data):
+                _count_write()
+                _replace(folder, path, data)
+        except OSError:
+            pass
 
 
 def _holds(path: str, data: bytes) -> bool:
@@ -316,3 +331,94 @@ def trim(root: str, max_bytes: int) -> int:
         except OSError:
             pass
     return deleted
+
+
+# -- writes at a quiet moment -----------------------------------------------------------------
+QUIET = 0.25  # seconds with nothing new queued before what is queued is written
+MAX_WAIT = 2.0  # ... but no later than this after the first of it was queued
+_pending: list = []  # (sink, item), in the order queued
+_last = 0.0  # when the last of them was queued (time.monotonic)
+_queued = threading.Event()  # set while something waits to be written
+_writing = threading.RLock()  # (the writer thread and flush() take what is queued under it)
+_thread: threading.Thread | None = None
+
+
+def later(sink, item) -> None:
+    """Have `sink(items)` called on the writer thread with `item` among them, at a quiet
+    moment: once nothing was queued for QUIET seconds (or MAX_WAIT after the first item),
+    at `flush()`, and at exit -- so neither the first call nor the compiles right after it
+    wait for the disk, or for the writer's hold on the GIL (a write takes it for about a
+    millisecond: written while a burst of compiles runs, each would wait for it, up to
+    sys.getswitchinterval()). Queueing wakes the thread once per batch, not per item. A
+    SIGKILL within that moment loses what was queued."""
+    global _last
+    _pending.append((sink, item))
+    _last = time.monotonic()
+    if not _queued.is_set():
+        if _thread is None or not _thread.is_alive():
+            _start()
+        _queued.set()
+
+
+def flush() -> None:
+    """Write everything queued now, on this thread (at exit, and for tests)."""
+    with _writing:
+        _write(_take())
+
+
+atexit.register(flush)
+
+
+def _start() -> None:
+    global _thread
+    with _writing:
+        if _thread is None or not _thread.is_alive():
+            _thread = threading.Thread(target=_write_loop, name="rewrite-writer", daemon=True)
+            _thread.start()
+
+
+def _after_fork() -> None:
+    """A forked child starts with nothing queued (its parent writes what it queued) and no
+    writer thread (started again by its first `later`); the lock may have been held."""
+    global _writing, _queued, _thread
+    _pending.clear()
+    _writing, _queued, _thread = threading.RLock(), threading.Event(), None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def _take() -> list:
+    """What is queued now, taken off the queue (items queued meanwhile stay, in order)."""
+    _queued.clear()  # (before the take: an item queued after it sets it again)
+    taken = _pending[:]
+    del _pending[:len(taken)]
+    return taken
+
+
+def _write_loop() -> None:
+    """Wait for something queued, then for a quiet moment (see `later`), and write it."""
+    while True:
+        _queued.wait()
+        first = time.monotonic()
+        while True:
+            now = time.monotonic()
+            left = min(_last + QUIET, first + MAX_WAIT) - now
+            if left <= 0:
+                break
+            time.sleep(min(left, 0.05))  # (short naps: settings changed meanwhile count, and flush)
+        with _writing:
+            _write(_take())
+
+
+def _write(taken: list) -> None:
+    """Each sink once, with its items in the order they were queued."""
+    by_sink: dict = {}
+    for sink, item in taken:
+        by_sink.setdefault(sink, []).append(item)
+    for sink, items in by_sink.items():
+        try:
+            sink(items)
+        except Exception:  # (a full disk, a refused directory: only those files are not written)
+            pass

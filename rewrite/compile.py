@@ -645,14 +645,19 @@ def entry_source(cap: Capture | None, compiled, params, name: str, consts: Const
         else:
             lines += cap.render(lambda i: f"___o[{i}]", "___v")
             lines += brk.body(cap.tracer, brk.dispatcher, consts.values)
-        body = f"def entry({', '.join(args)}):\n" + "".join(f"    {line}\n" for line in lines)
+        body = f"def entry({', '.join(args)}):\n" + _indented(lines, "    ")
     head, rest = body.split("\n", 1)  # the guards first, inside the entry: one call per hit
-    body = head + "\n" + "".join(f"    {line}\n" for line in [*prelude, *before]) + rest
+    body = head + "\n" + _indented([*prelude, *before], "    ") + rest
     free = ", ".join([GLOBALS, *consts.values])
     return (f"# entry of {comment(name)}: its guards, then what it runs\n"
             f"def ___make_entry({free}):\n"
-            + "".join(f"    {line}\n" for line in body.splitlines())
+            + _indented(body.splitlines(), "    ")
             + "    return entry\n")
+
+
+def _indented(lines: list[str], prefix: str) -> str:
+    """`lines`, each after `prefix` and before a newline (joined in C: an entry has thousands)."""
+    return prefix + f"\n{prefix}".join(lines) + "\n" if lines else ""
 
 
 def first_call_source(cap: Capture, params, name: str, consts: Consts) -> tuple[str, list]:
@@ -672,7 +677,7 @@ def first_call_source(cap: Capture, params, name: str, consts: Consts) -> tuple[
     return (f"# the call that compiled {comment(name)}: the graph's outputs as the trace computed them\n"
             f"def ___make_first({', '.join(names)}):\n"
             f"    def first({', '.join([*args, '___o'])}):\n"
-            + "".join(f"        {line}\n" for line in lines)
+            + _indented(lines, "        ")
             + "    return first\n"), names[1:]
 
 

@@ -24,7 +24,8 @@ the settings that change what is traced, and the versions of rewrite (its files)
 Python. The file is `MAGIC`, the SHA-256 of the rest, and a marshalled dict whose "key" must
 equal the expected one; it is read only if it is a regular file of ours that nobody else can
 read (`codeload.read_private`). A corrupt, truncated, foreign or stale file is a miss, never
-an error. Writes go through a background thread, at a quiet moment: once no compile queued a record for
+an error. Writes go through codeload's writer thread (`codeload.later`, which writes the generated
+sources too), at a quiet moment: once nothing was queued for
 a quarter of a second (at most two seconds after the first), at `flush()`, and at exit -- so
 neither the first call nor the compiles right after it wait for the disk or for the writer's
 hold on the GIL (a SIGKILL within that moment loses those records: a miss later). Each write
@@ -38,12 +39,10 @@ that changed in the cold one symbols as the cold one did.
 """
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import hashlib
 import marshal
 import os
-import queue
 import sys
 import threading
 import time
@@ -217,64 +216,11 @@ def store(dispatcher, entry: Entry) -> None:
     material.update(index=entry.index, ops=entry.ops, eager_ops=entry.eager_ops, graph=entry.graph, graph_break=entry.graph_break,
                     reason=entry.reason, raises=entry.raises,
                     where=tuple(tuple(w) for w in entry.where))
-    _writer().put((key, material, dispatcher.qualname, dispatcher.persisted, dict(dispatcher.frame_state)))
-
-
-_queue: queue.Queue | None = None
-_thread: threading.Thread | None = None
-_pid = 0  # the process the writer thread runs in (a forked child starts its own)
-_queue_lock = threading.Lock()
-
-
-def _writer() -> queue.Queue:
-    global _queue, _thread, _pid
-    if _thread is None or _pid != os.getpid() or not _thread.is_alive():
-        with _queue_lock:
-            if _thread is None or _pid != os.getpid() or not _thread.is_alive():
-                if _pid != os.getpid():  # (a queue from before a fork may hold a lock nobody will release)
-                    _queue = None
-                _queue = _queue or queue.Queue()
-                _pid = os.getpid()
-                _thread = threading.Thread(target=_write_loop, args=(_queue,), name="rewrite-persist", daemon=True)
-                _thread.start()
-    return _queue
-
-
-QUIET = 0.25  # seconds without a new record before the queued ones are written
-MAX_WAIT = 2.0  # ... but no later than this after the first of them was queued
-_NOW = object()  # (flush's marker: write what is queued now)
-
-
-def _write_loop(items: queue.Queue) -> None:
-    """Collect the queued records and write them at a quiet moment: once no compile queued one
-    for QUIET seconds (or MAX_WAIT after the first), or at flush() -- each file read and
-    written once for all of its records. A write takes the GIL for about a millisecond per
-    record: written while a burst of compiles runs, it would slow each of them more than that
-    (the compiling thread waits for the GIL to come back: up to sys.getswitchinterval())."""
-    pending: list = []
-    since = 0.0
-    while True:
-        wait = None if not pending else max(0.0, min(QUIET, since + MAX_WAIT - time.monotonic()))
-        try:
-            item = items.get(timeout=wait)
-        except queue.Empty:
-            item = None
-        if item is not None and item is not _NOW:
-            if not pending:
-                since = time.monotonic()
-            pending.append(item)
-            continue
-        done = len(pending) + (item is _NOW)
-        try:
-            _write_all(pending)
-        finally:
-            pending = []  # (what the entries named lives no longer than their functions)
-            for _ in range(done):
-                items.task_done()
+    codeload.later(_write_all, (key, material, dispatcher.qualname, dispatcher.persisted, dict(dispatcher.frame_state)))
 
 
 def _write_all(pending: list) -> None:
-    """Write the queued records, each key's file once."""
+    """The writer thread's part (codeload.later): the queued records, each key's file once."""
     by_key: dict = {}
     for key, *item in pending:
         by_key.setdefault(key, []).append(item)
@@ -287,12 +233,7 @@ def _write_all(pending: list) -> None:
 
 def flush() -> None:
     """Write every queued record now, and wait until it is written (at exit, and for tests)."""
-    if _queue is not None and _thread is not None and _pid == os.getpid() and _thread.is_alive():
-        _queue.put(_NOW)
-        _queue.join()
-
-
-atexit.register(flush)
+    codeload.flush()
 
 
 def write(key: tuple, items: list) -> None:

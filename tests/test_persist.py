@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import rewrite
-from rewrite import persist
+from rewrite import codeload, persist
 from rewrite import dispatcher_of
 
 from conftest import assert_same
@@ -229,8 +229,8 @@ def test_off_writes_nothing_and_read_only_reads(cache, monkeypatch):
 def test_records_wait_for_a_quiet_moment_then_one_write_per_file(cache, monkeypatch):
     """The writer holds what compiles queue until none came for QUIET seconds (here: never,
     within the test) or flush(): then each file is written once with all of its records."""
-    monkeypatch.setattr(persist, "QUIET", 60.0)
-    monkeypatch.setattr(persist, "MAX_WAIT", 60.0)
+    monkeypatch.setattr(codeload, "QUIET", 60.0)  # (the writer thread's: codeload.later)
+    monkeypatch.setattr(codeload, "MAX_WAIT", 60.0)
     persist.flush()  # (the writer, waiting on the queue, takes the new values with its next record)
     x, w = torch.randn(4, 3), torch.randn(3, 5)
     first = fresh(scaled)
@@ -499,7 +499,6 @@ def test_the_import_hook_starts_warm(tmp_path):
 def test_records_are_trimmed_least_recently_used_first(cache):
     """The cache directory's size cap trims records as it trims sources; a load refreshes a
     record's age, so the one a process read last stays."""
-    from rewrite import codeload
     x, w = torch.randn(4, 3), torch.randn(3, 5)
     fresh(scaled)(x, w)
     fresh(sized)(torch.randn(3))

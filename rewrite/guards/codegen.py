@@ -21,6 +21,7 @@ into a local, just before the first check that needs it:
 from __future__ import annotations
 
 import collections
+import itertools
 
 import torch
 
@@ -275,29 +276,23 @@ def _shared_sources(ordered: list[Guard], also=()) -> tuple[dict, dict]:
     Returns (source -> its local, id(source) -> its local or None for every source object
     counted). Counted by object first (a hash of an int, in C), then by equality once per
     object (a source's hash is Python code: GPT-2's guards read 30,000 source parts)."""
-    by_id: dict = {}  # id(part) -> [part, how many checks read it]
-
-    def count(parts):
-        for part in parts:
-            seen = by_id.get(id(part))
-            if seen is None:
-                by_id[id(part)] = [part, 1]
-            else:
-                seen[1] += 1
+    parts: list = []  # (each check's sources and their bases, each once per check)
     for s in also:
-        count((s, *s.bases()))
+        parts += (s, *s.bases())
     for g in ordered:
         sources = _sources_of(g)
         if len(sources) == 1:  # (a source and its bases are distinct: each counted once)
-            count((sources[0], *sources[0].bases()))
+            parts += (sources[0], *sources[0].bases())
         else:
-            count({part for s in sources for part in (s, *s.bases())})
+            parts += {part for s in sources for part in (s, *s.bases())}
+    by_id = collections.Counter(map(id, parts))  # id(part) -> how many checks read it (counted in C)
+    objects = dict(zip(map(id, parts), parts))
     total = collections.Counter()  # (in first-read order: the locals are numbered as read)
-    for part, n in by_id.values():
-        total[part] += n
+    for key, n in by_id.items():
+        total[objects[key]] += n
     shared = [s for s, n in total.items() if n > 1 and not isinstance(s, LocalSource) and s.bases()]
     names = {s: f"___s{i}" for i, s in enumerate(shared)}
-    return names, {key: names.get(part) for key, (part, _) in by_id.items()}
+    return names, {key: names.get(part) for key, part in objects.items()}
 
 
 def _body(groups: list[tuple[list[str], list[str]]], fail: str) -> list[str]:
@@ -364,12 +359,18 @@ def render_guards(guards: GuardSet, name: str, consts: Consts | None = None, rea
 
     above: dict = {}  # id(source) -> its named bases, for the sources counted (alive all along)
 
+    named_ids = {key for key, local in ids.items() if local is not None}
+
     def named_bases(s) -> tuple:
-        found = above.get(id(s))
+        key = id(s)
+        found = above.get(key)
         if found is None:
-            found = tuple(b for b in s.bases() if named(b))
-            if id(s) in ids:  # (not one a check made: its id may be another's once it is gone)
-                above[id(s)] = found
+            bases = s.bases()
+            if key in ids:  # counted, and so were its bases: by id, in C (not one a check made: its
+                found = above[key] = tuple(itertools.compress(  # id may be another's once it is gone)
+                    bases, map(named_ids.__contains__, map(id, bases))))
+            else:
+                found = tuple(b for b in bases if named(b))
         return found
 
     def emit(checks_of, used: set):

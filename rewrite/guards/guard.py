@@ -23,6 +23,7 @@ class Consts:
     def __init__(self):
         self.values: dict[str, object] = {}
         self._ids: dict[int, str] = {}
+        self._next: dict[str, int] = {}  # name base -> the suffix to try next (no probe from 1 each time)
 
     def ref(self, obj) -> str:
         if is_literal(obj):
@@ -30,9 +31,12 @@ class Consts:
         key = id(obj)
         if key not in self._ids:
             base = "___" + _hint(obj)
-            name, i = base, 1
+            i = self._next.get(base, 0)
+            name = f"{base}_{i}" if i else base
             while name in self.values:
-                name, i = f"{base}_{i}", i + 1
+                i += 1
+                name = f"{base}_{i}"
+            self._next[base] = i + 1
             self._ids[key] = name
             self.values[name] = obj
         return self._ids[key]
@@ -64,10 +68,9 @@ class Guard:
         return eval(self.source.expr(), {GLOBALS: globals_}, scope)
 
     def depth(self) -> int:
-        s, d = self.source, 0
-        while hasattr(s, "base"):
-            s, d = s.base, d + 1
-        return d
+        """How many sources the guard's is read through (`bases`: computed once per source)."""
+        bases = getattr(self.source, "bases", None)
+        return len(bases()) if bases is not None else 0
 
 
 @dataclass(frozen=True)

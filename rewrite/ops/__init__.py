@@ -193,6 +193,8 @@ def call(frame, fn: Var, args: list[Var], kwargs: dict[str, Var]) -> Var:
         fast = _fast_route(fn.value, args, kwargs)
         if fast is not None:
             return fast(frame, fn, args, kwargs) if fast is call_module else fast(frame, fn.value, args, kwargs)
+        if fn.value is super and not kwargs:  # (no rule below takes it: a class's `__getattribute__` -- a
+            return instances.make_super(frame, args)  # transformers config's -- calls it for every read)
     tracer = frame.tracer
     if isinstance(fn, FunctionVar):
         return tracer.inline(fn, args, kwargs, None, frame)

@@ -192,8 +192,13 @@ def _on_class(v: Var, name: str):
     return None
 
 
+_OBJECT_GETATTRIBUTE = object.__getattribute__
+
+
 def own_getattribute(cls: type):
     """The class's `__getattribute__` when Python code defines it, else None."""
+    if getattr(cls, "__getattribute__", None) is _OBJECT_GETATTRIBUTE:  # (most classes: one lookup, in C)
+        return None
     hook = class_attr(cls, "__getattribute__")
     return hook if isinstance(hook, types.FunctionType) else None
 

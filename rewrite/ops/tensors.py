@@ -460,18 +460,24 @@ _GETITEM, _SETITEM = operator.getitem, operator.setitem
 
 def _float_meets_integer_tensor(args, kwargs) -> bool:
     """A Python float or complex next to an integer tensor: the result dtype is the default dtype."""
-    floats = integer = False
-    nested = []  # (containers: their tensors walked only where it matters)
-    for v in (*args, *kwargs.values()) if kwargs else args:
-        t = type(v)
-        if t is ConstVar:
-            floats = floats or type(v.value) is float or type(v.value) is complex
-        elif t is TensorVar:
-            integer = integer or not v.value.dtype.is_floating_point and not v.value.dtype.is_complex
-        elif isinstance(v, (TupleVar, ListVar, DictVar)):
-            nested.append(v)
-    return floats and (integer or any(not t.value.dtype.is_floating_point and not t.value.dtype.is_complex
-                                      for t in _tensors(nested, {})))
+    values = (*args, *kwargs.values()) if kwargs else args
+    for v in values:  # (a float first: most ops take none, and then no tensor's dtype is read)
+        if type(v) is ConstVar and type(v.value) in _FLOATS:
+            break
+    else:
+        return False
+    for v in values:
+        if type(v) is TensorVar:
+            dtype = v.value.dtype
+            if not dtype.is_floating_point and not dtype.is_complex:
+                return True
+        elif isinstance(v, (TupleVar, ListVar, DictVar)) and any(
+                not t.value.dtype.is_floating_point and not t.value.dtype.is_complex for t in _tensors((v,), {})):
+            return True
+    return False
+
+
+_FLOATS = (float, complex)
 
 
 def _shape_from_data(kind, target, name, args, kwargs) -> str | None:

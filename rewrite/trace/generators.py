@@ -15,6 +15,8 @@ closing raises (eager prints that as an unraisable exception) is a graph break.
 """
 from __future__ import annotations
 
+import itertools
+import operator
 import types
 
 from ..bytecode import compat
@@ -203,15 +205,16 @@ def finalize(tracer, returned: Var | None = None) -> None:
     `returned`: the root frame returns this, and its own frame is gone."""
     if tracer.finalizing:
         return
-    frames = tracer.frames if returned is None else []
-    running = {id(f) for f in tracer.frames}
-    near = [returned] if returned is not None else []  # (the roots a witness usually starts from)
-    for frame in frames:
-        near += [frame.stack, frame.operands, frame.locals, frame.cells]
-    roots, parents = None, None
+    near, roots, parents = None, None, None
     for gen in list(tracer.pending):
-        if id(gen.frame) in running or gen.witness is not None and _holds(near, gen.witness):
-            continue  # (running, or still held where the last walk found it held: the common case)
+        if gen.frame in tracer.frames:  # (running: a Frame compares by identity)
+            continue
+        if near is None:  # (the roots a witness usually starts from)
+            near = [returned] if returned is not None else []
+            for frame in tracer.frames if returned is None else ():
+                near += [frame.stack, frame.operands, frame.locals, frame.cells]
+        if gen.witness is not None and _holds(near, gen.witness):
+            continue  # (still held where the last walk found it held: the common case)
         if roots is None:
             roots = near + [tracer.exc_info, *tracer.side_effects.stores.values(),
                             *tracer.side_effects.containers.values(), *tracer.wrapped.values()]
@@ -257,7 +260,7 @@ def _path(parents: dict, target) -> list:
 
 def _holds(roots, path: list) -> bool:
     """Whether `path` (a root, then what each holds) is still there."""
-    if not any(path[0] is r for r in roots):
+    if not any(map(operator.is_, roots, itertools.repeat(path[0]))):  # (by identity, in C)
         return False
     return all(_has_child(holder, child) for holder, child in zip(path, path[1:]))
 

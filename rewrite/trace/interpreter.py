@@ -235,13 +235,13 @@ class Tracer:
             if original is not None:  # (Dynamo's wrapper on torch.optim's _init_group: the function itself)
                 fn, fn_source = original, AttrSource(fn_source, "_torchdynamo_orig_callable") if fn_source else None
             code, globals_ = original_code(fn.__code__), fn.__globals__
-            defaults = tuple(self.wrap(v, ItemSource(AttrSource(fn_source, "__defaults__"), i) if fn_source else None)
-                             for i, v in enumerate(fn.__defaults__ or ()))
-            kwdefaults = {k: self.wrap(v, ItemSource(AttrSource(fn_source, "__kwdefaults__"), k) if fn_source else None)
-                          for k, v in (fn.__kwdefaults__ or {}).items()}
-            closure = tuple(
-                CellVar(real=c, source=ItemSource(AttrSource(fn_source, "__closure__"), i) if fn_source else None)
-                for i, c in enumerate(fn.__closure__ or ()))
+            defaults, kwdefaults, cells = fn.__defaults__ or (), fn.__kwdefaults__ or {}, fn.__closure__ or ()
+            of = AttrSource(fn_source, "__defaults__") if fn_source and defaults else None  # (one per tuple)
+            defaults = tuple(self.wrap(v, ItemSource(of, i) if of else None) for i, v in enumerate(defaults))
+            of = AttrSource(fn_source, "__kwdefaults__") if fn_source and kwdefaults else None
+            kwdefaults = {k: self.wrap(v, ItemSource(of, k) if of else None) for k, v in kwdefaults.items()}
+            of = AttrSource(fn_source, "__closure__") if fn_source and cells else None
+            closure = tuple(CellVar(real=c, source=ItemSource(of, i) if of else None) for i, c in enumerate(cells))
             global_source = _global_source_for(globals_, self.globals, fn_source)
             if fn_source is not None:  # the function object may keep its identity and change its code
                 self.guards.add(IdMatch(AttrSource(fn_source, "__code__"), fn.__code__))
@@ -287,7 +287,8 @@ def _global_source_for(globals_: dict, root_globals: dict, fn_source: Source | N
         return GlobalSource
     if fn_source is None or trusted_globals(globals_):
         return None  # torch's own functions: their globals are constants, as torch's attributes are
-    return lambda name: ItemSource(AttrSource(fn_source, "__globals__"), name)
+    of = AttrSource(fn_source, "__globals__")  # (one object for all its reads: its hash made once)
+    return lambda name: ItemSource(of, name)
 
 
 def bind_arguments(code, args, kwargs, defaults, kwdefaults) -> dict[str, Var]:
@@ -492,15 +493,16 @@ class Frame:
             if cell.contents is None:
                 raise Unsupported(f"free variable {name!r} read before assignment")
             return cell.contents
-        if cell.source is not None:
-            stored = self.tracer.side_effects.load(CellContentsSource(cell.source), location(cell.real, None))
+        source = CellContentsSource(cell.source) if cell.source is not None else None
+        if source is not None:
+            stored = self.tracer.side_effects.load(source, location(cell.real, None))
             if stored is not None:
                 return stored
         try:
             value = cell.real.cell_contents
         except ValueError:
             raise Unsupported(f"free variable {name!r} read before assignment") from None
-        return self.tracer.wrap(value, CellContentsSource(cell.source) if cell.source else None)
+        return self.tracer.wrap(value, source)
 
     # -- the loop ------------------------------------------------------------------------------
     def runs_handler_at(self, index: int) -> bool:
@@ -515,7 +517,12 @@ class Frame:
 
     def run(self) -> Var:
         tracer = self.tracer
-        tracer.frames.append(self)
+        frames = tracer.frames
+        if frames:  # the caller's run so far counted now: only the running frame has a run open
+            caller = frames[-1]
+            tracer.steps += caller.ip - caller.counted
+            caller.counted = caller.ip
+        frames.append(self)
         self.counted = self.ip  # (Tracer.steps counts what ran from here: at each jump, and at the end)
         try:
             return self._run()
@@ -531,11 +538,13 @@ class Frame:
 
     def check_length(self) -> None:
         """Stop a trace past config.max_trace_instructions: asked where a frame starts or resumes
-        and at each backward jump. (`Tracer.steps` counts the instructions run, a straight run of
-        them at a time: at each jump and where a frame stops.)"""
+        and at each backward jump, of the running frame. (`Tracer.steps` counts the instructions
+        run, a straight run of them at a time: at each jump, where a frame stops, and where it
+        calls another -- so the running frame's is the one run not counted yet.)"""
         limit = config.max_trace_instructions
-        tracer = self.tracer
-        if tracer.steps + sum(f.ip - f.counted for f in tracer.frames) > limit:  # (with what runs now)
+        frames = self.tracer.frames
+        top = frames[-1] if frames else self  # (this frame, or the one running while it is thrown into)
+        if self.tracer.steps + top.ip - top.counted > limit:  # (with what runs now)
             raise Unsupported(f"trace longer than {limit} instructions")
 
     def _run(self) -> Var:
