@@ -354,6 +354,7 @@ def test_pointwise_kernel_over_a_dynamic_size():
 # -- loading, logs, devices -------------------------------------------------------------------
 
 def test_kernels_are_written_to_hash_named_files_in_the_cache_dir(tmp_path, monkeypatch):
+    import rewrite.codeload
     import rewrite.config
     monkeypatch.setattr(rewrite.config, "cache_dir", str(tmp_path))
 
@@ -361,6 +362,7 @@ def test_kernels_are_written_to_hash_named_files_in_the_cache_dir(tmp_path, monk
         return (x + 1).softmax(-1)
 
     fused(f, torch.randn(4, 4))
+    rewrite.codeload.flush()  # (written at a quiet moment: now)
     files = sorted(os.listdir(tmp_path / "triton"))
     assert any(re.fullmatch(r"kernels_f_\d+_[0-9a-f]{12}\.py", name) for name in files), files
     assert any(re.fullmatch(r"wrapper_f_\d+_[0-9a-f]{12}\.py", name) for name in files), files
