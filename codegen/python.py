@@ -51,6 +51,27 @@ SET_GRAD = torch._C._set_grad_enabled
 MAX_NESTING = 6  # values written into one statement at most (a longer chain starts a new one)
 
 
+class _Names(dict):
+    """node -> the name the code gives its value: the node's own, past the names it must not
+    shadow -- or a placeholder's parameter itself. Made when first asked for: a value written
+    into its user's statement (most of them) never is."""
+
+    def __init__(self, avoid: set, inputs: dict):
+        super().__init__()
+        self.avoid, self.inputs = avoid, inputs
+
+    def __missing__(self, n):
+        expr = self.inputs.get(n)
+        if expr is not None and expr.isidentifier():
+            name = expr  # the parameter itself
+        else:
+            name = n.name
+            while name in self.avoid or name.startswith("___"):
+                name += "_"
+        self[n] = name
+        return name
+
+
 class Renderer:
     def __init__(self, graph: torch.fx.Graph, taken=(), inputs: dict | None = None):
         """`taken`: names the code must not shadow; `inputs`: placeholder -> the expression it reads."""
@@ -58,18 +79,8 @@ class Renderer:
         self.consts: dict[str, object] = {}
         self._const_ids: dict[int, str] = {}
         self.inputs = inputs or {}
-        avoid = RESERVED | set(taken)
         self.taken = set(taken)
-        self.names = {}
-        for n in graph.nodes:
-            expr = self.inputs.get(n)
-            if expr is not None and expr.isidentifier():
-                self.names[n] = expr  # the parameter itself
-                continue
-            name = n.name
-            while name in avoid or name.startswith("___"):
-                name += "_"
-            self.names[n] = name
+        self.names = _Names(RESERVED | self.taken, self.inputs)  # node -> its name (made when first asked)
         self.inline: dict[torch.fx.Node, str] = {}  # node -> its expression, where its user holds it
         self._level: dict[torch.fx.Node, int] = {}  # inlined node -> how tightly its expression binds
 

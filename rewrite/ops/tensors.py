@@ -410,7 +410,7 @@ def _may_raise_on_values(node, target, name, args, kwargs) -> bool:
 def _record(frame, kind, target, args, kwargs, name) -> Var:
     tracer = frame.tracer
     graph = tracer.graph
-    in_try = frame.in_try()
+    in_try = frame.may_catch and frame.in_try()
     if in_try and graph.clone_inputs:
         raise Unsupported(f"{name} inside try/except in a function that writes into its inputs")
     if in_try and tracer.open_contexts:

@@ -372,6 +372,8 @@ class Frame:
             self.builtins = self.builtins.__dict__
         self.global_source = global_source
         self.parent = parent
+        # (no `try` nor `with` in its code or its callers': in_try is False without the walk)
+        self.may_catch = self.handled or parent is not None and parent.may_catch
         self.stack: list[Var] = []
         self.ip = 0
         self.checkpoint: Checkpoint | None = None  # root frame only
