@@ -131,6 +131,25 @@ class Box:
     def __repr__(self):
         return "Box(" + ", ".join(f"{k}={v!r}" for k, v in vars(self).items()) + ")"
 
+    def keyed(self) -> "Box":
+        """This box with a `CodeKey` in its `__dict__` too (`vars(box)` read whole meets it)."""
+        self.__dict__[CodeKey()] = 0
+        return self
+
+
+class CodeKey:
+    """A dict key that is no identifier and has no literal form, whose repr is not code: what
+    generated code must never paste (a source of an item under it is refused while tracing)."""
+
+    def __eq__(self, other):
+        return type(other) is CodeKey
+
+    def __hash__(self):
+        return 7
+
+    def __repr__(self):
+        return "<a key with no literal form>"
+
 
 def _same(a, b):
     if isinstance(a, torch.Tensor):
@@ -141,13 +160,14 @@ def _same(a, b):
 
 @dataclass(frozen=True)
 class BoxSpec:
-    """A Box with a float tensor `w` (shape d2) and an int `k`."""
+    """A Box with a float tensor `w` (shape d2) and an int `k` (and, `code_key`, a CodeKey)."""
     name: str
     k: int
+    code_key: bool = False
 
     def expr(self, dims: dict, seed: int) -> str:
         w = TensorSpec("w", ("d2",), "float32", "contiguous").expr(dims, seed)
-        return f"Box(w={w}, k={self.k})"
+        return f"Box(w={w}, k={self.k})" + (".keyed()" if self.code_key else "")
 
 
 @dataclass(frozen=True)

@@ -437,6 +437,19 @@ def rule_box(draw, g):
     return [template], None
 
 
+def rule_box_dict(draw, g):
+    """A passed-in object's `__dict__` read whole: it may hold a key with no literal form
+    (`Box.keyed`), of whose item no source may be made (a graph break, never code with it)."""
+    boxes = [n for n, v in g.meta.items() if type(v).__name__ == "Box"]
+    tensors = g.names(torch.Tensor)
+    if not boxes or not tensors:
+        raise _Discard
+    box, a = boxes[0], draw(st.sampled_from(tensors))
+    return [draw(st.sampled_from([
+        f"{g.new()} = {a} * len([_v for _v in {box}.__dict__.values() if type(_v) is int])",
+        f"{g.new()} = {a} + sum(_v for _v in vars({box}).values() if type(_v) is int)"]))], None
+
+
 # --- Python constructs around the tensor ops ---------------------------------------------------------
 # Module-level helpers of the program (classes, an exception, context managers, decorated helpers):
 # a rule's text that names one puts its source (and those it needs first) into the program's prelude.
@@ -1247,7 +1260,7 @@ RULES = [
     (8, rule_assign(UNARY)), (8, rule_assign(BINARY)), (5, rule_assign(REDUCE)), (5, rule_assign(VIEW)),
     (4, rule_assign(INDEX)), (4, rule_assign(COMBINE)), (3, rule_assign(SIZES, "k")), (2, rule_assign(CREATE)),
     (2, rule_if_python), (2, rule_for), (2, rule_helper), (1, rule_unsupported), (2, rule_box),
-    (1, rule_grad_block), *WRITE_RULES, *PYTHON_RULES,
+    (1, rule_box_dict), (1, rule_grad_block), *WRITE_RULES, *PYTHON_RULES,
 ]
 # `python -m rewrite.fuzz --focus NAME`: a subset of the rules, for a long run at one feature
 FOCUS = {
@@ -1256,7 +1269,7 @@ FOCUS = {
     # the Python constructs around tensor ops: classes, exceptions, sets, contexts, functools/itertools
     "python": PYTHON_RULES + [(3, rule_assign(UNARY)), (3, rule_assign(BINARY)), (1, rule_assign(REDUCE)),
                               (1, rule_write(INPLACE)), (1, rule_unsupported), (1, rule_helper), (1, rule_box)],
-    "classes": CLASS_RULES + [(2, rule_assign(BINARY)), (1, rule_write(INPLACE)), (1, rule_box)],
+    "classes": CLASS_RULES + [(2, rule_assign(BINARY)), (1, rule_write(INPLACE)), (1, rule_box), (2, rule_box_dict)],
     "exceptions": EXCEPTION_RULES + [(2, rule_assign(BINARY)), (1, rule_write(INPLACE)), (1, rule_unsupported)],
     "contexts": CONTEXT_RULES + [(2, rule_assign(BINARY)), (1, rule_write(INPLACE)), (1, rule_unsupported)],
     "fills": FILL_RULES + SET_RULES + [(2, rule_assign(BINARY)), (1, rule_assign(SIZES, "k")), (1, rule_for),
@@ -1312,7 +1325,7 @@ def programs(draw, max_statements: int = 8, rules: list | None = None) -> Progra
     if draw(st.integers(0, 3)) == 0:
         inputs.append(ScalarSpec("s", "float", draw(st.sampled_from([0.5, -1.5, 2.0, 0.0]))))
     if draw(st.integers(0, 4)) == 0:
-        inputs.append(BoxSpec("obj", draw(st.integers(1, 3))))
+        inputs.append(BoxSpec("obj", draw(st.integers(1, 3)), draw(st.booleans())))
     if draw(st.integers(0, 4)) == 0:
         inputs.append(ListSpec("out"))
     python = any(r in {r for _, r in PYTHON_RULES} for _, r in rules)  # (only where those rules are drawn)

@@ -146,3 +146,20 @@ def test_keys_without_a_literal_form_give_eagers_result():
     def f(x, d):
         return x + d[k]
     same_calls(f, lambda c: (torch.ones(2), {k: float(c)}))
+
+
+def test_an_instance_dict_key_without_a_literal_form_gives_eagers_result(capfd):
+    """An object's `__dict__` read whole holds a key that is no identifier and has no literal
+    form (its repr is code): no source is made of an item with that key (a graph break, eager's
+    result), never an internal error where the guards are written, never the repr pasted."""
+    class Key:
+        def __repr__(self):
+            return PWNED
+
+    o = obj(a=1)
+    o.__dict__[Key()] = 2.0
+
+    def f(x, o):
+        return x + sum(v for v in o.__dict__.values())
+    same_calls(f, lambda c: (torch.ones(2) * c, o))
+    no_pwned(capfd)

@@ -139,8 +139,14 @@ def source_kind(cls):
     """`@dataclass(frozen=True)` for a Source kind, its hash computed once per object, as it is
     made: sources nest (`a.b.c[0].d`), and the trace and guard generation hash each of them
     many times (GPT-2's trace: 24,000 times, of 6,700 sources)."""
+    own = cls.__dict__.get("__post_init__")  # (a kind's own checks: ItemSource refuses a key with no literal)
+    checks = own if own is not None else getattr(getattr(cls, "__post_init__", None), "checks", None)
+
     def __post_init__(self):
+        if checks is not None:
+            checks(self)
         object.__setattr__(self, "_hash", fields_hash(self))
+    __post_init__.checks = checks  # (what a kind made from this one runs first too)
     cls.__post_init__ = __post_init__  # (before dataclass(): the __init__ it makes calls it)
     cls = dataclass(frozen=True)(cls)
     fields_hash = cls.__hash__
