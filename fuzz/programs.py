@@ -422,13 +422,18 @@ def rule_unsupported(draw, g):
     return [f"{lists[0]}.append({a})"], []
 
 
-def rule_box(draw, g):
-    """Read a passed-in object's attributes, set one (a side effect eager makes), or write into its tensor."""
+def _box_and_tensor(draw, g) -> tuple[str, str]:
+    """The passed-in Box and a tensor of the program (_Discard where it has no Box)."""
     boxes = [n for n, v in g.meta.items() if type(v).__name__ == "Box"]
     tensors = g.names(torch.Tensor)
     if not boxes or not tensors:
         raise _Discard
-    box, a = boxes[0], draw(st.sampled_from(tensors))
+    return boxes[0], draw(st.sampled_from(tensors))
+
+
+def rule_box(draw, g):
+    """Read a passed-in object's attributes, set one (a side effect eager makes), or write into its tensor."""
+    box, a = _box_and_tensor(draw, g)
     template = draw(st.sampled_from([
         f"{g.new()} = {a} * {box}.w + {box}.k", f"{g.new()} = {box}.w.sum() * {box}.k",
         f"{box}.seen = {a}.shape", f"{box}.k = {box}.k + 1",
@@ -440,14 +445,10 @@ def rule_box(draw, g):
 def rule_box_dict(draw, g):
     """A passed-in object's `__dict__` read whole: it may hold a key with no literal form
     (`Box.keyed`), of whose item no source may be made (a graph break, never code with it)."""
-    boxes = [n for n, v in g.meta.items() if type(v).__name__ == "Box"]
-    tensors = g.names(torch.Tensor)
-    if not boxes or not tensors:
-        raise _Discard
-    box, a = boxes[0], draw(st.sampled_from(tensors))
+    (box, a), new = _box_and_tensor(draw, g), g.new()
     return [draw(st.sampled_from([
-        f"{g.new()} = {a} * len([_v for _v in {box}.__dict__.values() if type(_v) is int])",
-        f"{g.new()} = {a} + sum(_v for _v in vars({box}).values() if type(_v) is int)"]))], None
+        f"{new} = {a} * len([_v for _v in {box}.__dict__.values() if type(_v) is int])",
+        f"{new} = {a} + sum(_v for _v in vars({box}).values() if type(_v) is int)"]))], None
 
 
 # --- Python constructs around the tensor ops ---------------------------------------------------------

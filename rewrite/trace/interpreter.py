@@ -390,7 +390,7 @@ class Frame:
         `with` over a context manager the trace did not enter itself (its `__exit__` may swallow
         the exception). Traced grad-mode `with`s only re-raise."""
         frame = self
-        while frame is not None:
+        while frame is not None and frame.may_catch:  # (none above one that may not: the walk ends)
             if frame.handled:  # (a code with no `try` and no `with`: nothing of it can catch)
                 targets = frame.caught.get(frame.instructions[frame.ip - 1].offset) if frame.ip else None
                 if targets and any(frame._may_catch(target, errors) for target in targets):
