@@ -45,6 +45,9 @@ LEVEL = {**{fn: COMPARISON for fn in (operator.lt, operator.le, operator.eq, ope
          operator.or_: 4, operator.xor: 5, operator.and_: 6, operator.lshift: 7, operator.rshift: 7,
          operator.add: 8, operator.sub: 8, operator.mul: 9, operator.matmul: 9, operator.truediv: 9,
          operator.floordiv: 9, operator.mod: 9, operator.pow: POWER}
+# each binary operator's (" sym ", level, whether a left operand binding as tightly is parenthesized,
+# whether a right one is): comparisons chain, `**` groups to the right, the others to the left
+FORMS = {fn: (f" {sym} ", LEVEL[fn], LEVEL[fn] in (COMPARISON, POWER), LEVEL[fn] != POWER) for fn, sym in BINARY.items()}
 RESERVED = {"torch", "operator"}
 Node = torch.fx.Node
 SET_GRAD = torch._C._set_grad_enabled
@@ -83,6 +86,7 @@ class Renderer:
         self.names = _Names(RESERVED | self.taken, self.inputs)  # node -> its name (made when first asked)
         self.inline: dict[torch.fx.Node, str] = {}  # node -> its expression, where its user holds it
         self._level: dict[torch.fx.Node, int] = {}  # inlined node -> how tightly its expression binds
+        self._refs: dict = {}  # id(function) -> how the code names it (function_ref)
 
     def const(self, obj) -> str:
         key = id(obj)
@@ -122,21 +126,23 @@ class Renderer:
         applies to it: in parentheses if it binds looser -- or as tightly, where `tie` (the
         right operand of a left-associative operator, either side of a comparison, the left
         of `**`). A negative number is parenthesized too (`(-2) ** x`)."""
-        if type(a) is Node:
+        t = type(a)
+        if t is Node:
             text = self.inline.get(a)
             if text is None:
                 return self.names[a]  # (a name binds tightest)
             inner = self._level[a]
+        elif t is float and math.isfinite(a) or t is int:  # (a number: most constants)
+            text = repr(a)
+            return f"({text})" if text[0] == "-" and (UNARY_LEVEL < level or UNARY_LEVEL == level and tie) else text
         else:
             text = self.arg(a)
             inner = self._level.get(a, PRIMARY) if isinstance(a, Node) else UNARY_LEVEL if text[:1] == "-" else PRIMARY
         return f"({text})" if inner < level or inner == level and tie and inner != PRIMARY else text
 
     def _binary(self, t, a) -> str:
-        level = LEVEL[t]
-        left = self.operand(a[0], level, tie=level in (COMPARISON, POWER))
-        right = self.operand(a[1], level, tie=level != POWER)
-        return f"{left} {BINARY[t]} {right}"
+        sym, level, left_tie, right_tie = FORMS[t]
+        return self.operand(a[0], level, left_tie) + sym + self.operand(a[1], level, right_tie)
 
     def index(self, idx) -> str:
         """A subscript, written as Python writes it: x[1:3, None, ...]."""
@@ -158,8 +164,9 @@ class Renderer:
         return ", ".join(out) if out else "()"
 
     def call_args(self, node) -> str:
-        parts = [self.arg(a) for a in node.args]
-        return ", ".join(parts + self.keywords(node.kwargs))
+        if not node.kwargs:
+            return ", ".join(map(self.arg, node.args))
+        return ", ".join([*map(self.arg, node.args), *self.keywords(node.kwargs)])
 
     def keywords(self, kwargs: dict) -> list[str]:
         """`k=v`, or `**{'k': v}` for a keyword that is not a plain identifier."""
@@ -167,19 +174,26 @@ class Renderer:
                 for k, v in kwargs.items()]
 
     def function_ref(self, fn) -> str:
-        """`torch.relu` when that dotted path names `fn` itself, else a bound constant."""
+        """`torch.relu` when that dotted path names `fn` itself, else a bound constant (found
+        once per function in a render)."""
+        ref = self._refs.get(id(fn))  # (the graph holds each function while it renders)
+        if ref is not None:
+            return ref
         mod, name = getattr(fn, "__module__", None), getattr(fn, "__name__", None)
         if mod and name and mod.split(".")[0] == "torch" and "torch" not in self.taken \
                 and getattr(sys.modules.get(mod), name, None) is fn:
-            return f"{mod}.{name}"
-        return self.const(fn)
+            ref = f"{mod}.{name}"
+        else:
+            ref = self.const(fn)
+        self._refs[id(fn)] = ref
+        return ref
 
     def expression(self, node) -> tuple[str, int] | None:
         """(The expression computing `node`, how tightly it binds), for a node computed by one
         expression; None for the others (see statement)."""
         t, a = node.target, node.args
         if node.op == "call_function":
-            if t in BINARY:
+            if t in FORMS:
                 return self._binary(t, a), LEVEL[t]
             if t is SET_GRAD or t in INPLACE or t is operator.setitem:
                 return None
@@ -214,9 +228,9 @@ class Renderer:
         """Whether `node` is written into the statement of `after`, the next node: its only user,
         which reads it once (so `after`'s other operands are names or constants, and the ops
         still run in the graph's order)."""
-        if after is None or after.op == "output" or len(node.users) != 1 or after not in node.users or \
-                nesting.get(node, 0) >= MAX_NESTING:
-            return False
+        users = node.users
+        if len(users) != 1 or after not in users or after.op == "output" or nesting.get(node, 0) >= MAX_NESTING:
+            return False  # (after None, the last node: in no node's users)
         if not after.kwargs:  # (flat arguments, most ops': counted without the walk)
             uses = 0
             for a in after.args:
@@ -237,16 +251,12 @@ class Renderer:
         nodes = list(self.graph.nodes)
         if params is None:
             params = [self.names[n] for n in nodes if n.op == "placeholder"]
-        last_use: dict[torch.fx.Node, torch.fx.Node] = {}
-        reads = [n.all_input_nodes for n in nodes]
-        for n, inputs in zip(nodes, reads):
-            for inp in inputs:
-                last_use[inp] = n
+        position = {n: i for i, n in enumerate(nodes)}  # (a value dies after its last user)
         lines = [f"def {fn_name}({', '.join(params)}):"]
         body, end = [], []
         nesting: dict[torch.fx.Node, int] = {}  # node -> values written into its statement
         names, inline = self.names, self.inline
-        for i, n in enumerate(nodes):
+        for n, after in zip(nodes, [*nodes[1:], None]):
             op = n.op
             if op == "placeholder":
                 if names[n] != self.inputs.get(n, names[n]):
@@ -260,14 +270,14 @@ class Renderer:
                     end += ["    " + line for line in result(outs)]
                 continue
             made = self.expression(n)
-            after = nodes[i + 1] if i + 1 < len(nodes) else None
             if made is not None and self._inlines(n, after, nesting):
                 inline[n], self._level[n] = made
                 nesting[after] = nesting.get(n, 0) + 1
                 continue
             body += ["    " + s for s in self.statement(n, made)]
-            dying = [names[value] for value in reads[i]
-                     if last_use[value] is n and value.op != "placeholder" and value not in inline]
+            here = position[n]
+            dying = [names[value] for value in n.all_input_nodes if value.op != "placeholder" and value not in inline
+                     and max(map(position.__getitem__, value.users)) == here]
             if dying:
                 body.append(f"    del {', '.join(sorted(dying))}")
         if on_error and body:  # the graph's statements only: what follows them must not run twice

@@ -355,8 +355,10 @@ def call_backend(cap: Capture, backend_name: str, backend, name: str):
         raise BackendCompilerFailed(backend_name, e) from e
     finally:
         for node in graph.graph.nodes:  # the entry keeps the graph: drop the traced tensors
-            node.meta.pop("example_value", None)
-            node.meta.pop("val", None)
+            meta = node.meta
+            if "example_value" in meta or "val" in meta:
+                meta.pop("example_value", None)
+                meta.pop("val", None)
     if not callable(compiled):
         raise BackendCompilerFailed(backend_name, TypeError(f"backend returned {type(compiled).__name__}, not a callable"))
     if records:

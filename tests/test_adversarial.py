@@ -403,6 +403,47 @@ def test_default_dtype_changed_between_calls():
         torch.set_default_dtype(old)
 
 
+@pytest.mark.parametrize("op", [lambda x, y: x * 1.5, lambda x, y: 2.5 - x, lambda x, y: x + 1j,
+                                lambda x, y: torch.add(x, 0.5), lambda x, y: torch.where(x > 0, 0.5, x),
+                                lambda x, y: (y * 0.5, x + y)],
+                         ids=["tensor-float", "float-tensor", "complex", "function", "where", "float-tensors"])
+def test_a_python_float_beside_an_integer_tensor_reads_the_default_dtype(op):
+    """A float or complex scalar meeting an integer tensor, either side of an operator, makes the
+    default dtype's result -- one op alone, no factory call to guard it otherwise, its dtype read
+    by the trace; a float tensor beside it does not read it."""
+    def f(x, y):
+        r = op(x, y)
+        return r, [t.dtype for t in (r if isinstance(r, tuple) else (r,))]  # (a dtype the trace reads: a constant)
+
+    tw = Twin(f)
+    x, y = torch.arange(3, dtype=torch.int32), torch.ones(3, dtype=torch.float64)
+    tw.check_twice(x, y)
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        tw.check_twice(x, y)
+    finally:
+        torch.set_default_dtype(old)
+
+
+def test_constants_loaded_again_in_a_loop_are_eagers():
+    """A constant loaded by one instruction in every iteration (the tracer makes its Var once per
+    instruction) compares, folds and breaks as eager's does."""
+    def f(x):
+        seen = []
+        for i in range(4):
+            k = 2
+            if i is not None and k == 2:
+                seen.append(k + i)
+            if i == 3:
+                print("break")  # (a graph break after the constant's loads: the resume reads it)
+            x = x * k
+        return x, seen, 2 in seen
+
+    tw = Twin(f)
+    tw.check_twice(torch.ones(2))
+
+
 def test_storage_offset_of_views():
     def f(x):
         return x.storage_offset(), x * 2

@@ -412,7 +412,10 @@ _C_OPS: dict = {}  # C function -> whether `call` records it with call_torch (se
 
 
 def _has_array(args, kwargs) -> bool:
-    return any(type(a) is ArrayVar for a in args) or bool(kwargs) and any(type(v) is ArrayVar for v in kwargs.values())
+    for a in (*args, *kwargs.values()) if kwargs else args:  # (a loop: asked of most calls)
+        if type(a) is ArrayVar:
+            return True
+    return False
 
 
 def _unbound_method(fn, args):

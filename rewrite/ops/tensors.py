@@ -317,7 +317,9 @@ def global_effect(fn) -> bool:
 
 def call_torch(frame, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
     """A call of a torch function (or an unbound Tensor method)."""
-    name = getattr(fn, "__name__", str(fn))
+    name = getattr(fn, "__name__", None)
+    if name is None:
+        name = str(fn)
     if getattr(fn, "__objclass__", None) in (torch._C.TensorBase, torch.Tensor):
         if not args or not isinstance(args[0], TensorVar):
             raise Unsupported(f"Tensor.{name} called on {describe(args[0]) if args else 'nothing'}")
@@ -460,6 +462,12 @@ _GETITEM, _SETITEM = operator.getitem, operator.setitem
 
 def _float_meets_integer_tensor(args, kwargs) -> bool:
     """A Python float or complex next to an integer tensor: the result dtype is the default dtype."""
+    if len(args) == 2 and not kwargs:  # (a tensor and a number: most ops', a binary operator's)
+        a, b = args
+        if type(a) is TensorVar and type(b) is ConstVar:
+            return type(b.value) in _FLOATS and a.value.dtype not in _INEXACT
+        if type(b) is TensorVar and type(a) is ConstVar:
+            return type(a.value) in _FLOATS and b.value.dtype not in _INEXACT
     values = (*args, *kwargs.values()) if kwargs else args
     for v in values:  # (a float first: most ops take none, and then no tensor's dtype is read)
         if type(v) is ConstVar and type(v.value) in _FLOATS:
@@ -467,17 +475,20 @@ def _float_meets_integer_tensor(args, kwargs) -> bool:
     else:
         return False
     for v in values:
-        if type(v) is TensorVar:
-            dtype = v.value.dtype
-            if not dtype.is_floating_point and not dtype.is_complex:
+        t = type(v)
+        if t is TensorVar:
+            if v.value.dtype not in _INEXACT:
                 return True
-        elif isinstance(v, (TupleVar, ListVar, DictVar)) and any(
-                not t.value.dtype.is_floating_point and not t.value.dtype.is_complex for t in _tensors((v,), {})):
+        elif t is not ConstVar and isinstance(v, (TupleVar, ListVar, DictVar)) and any(
+                x.value.dtype not in _INEXACT for x in _tensors((v,), {})):
             return True
     return False
 
 
 _FLOATS = (float, complex)
+_INEXACT = frozenset(d for d in vars(torch).values()
+                     if isinstance(d, torch.dtype) and (d.is_floating_point or d.is_complex))  # (a dtype not
+# here counts as an integer one: a guard more, never one less)
 
 
 def _shape_from_data(kind, target, name, args, kwargs) -> str | None:

@@ -149,16 +149,19 @@ class GraphBuilder:
     def call(self, kind: str, target, args: tuple, kwargs: dict):
         """Run `target` on the real values and record it. Returns (node, real result)."""
         real_args, fx_args, plain = _split(args)
-        real_kwargs, fx_kwargs = (_real(kwargs), _fx(kwargs)) if kwargs else ({}, {})
-        check = self._write_check
-        check.seeded = check.wrote = False
+        real_kwargs, fx_kwargs = (_real(kwargs), _fx(kwargs)) if kwargs else _NO_KWARGS
+        seeded = wrote = False
         try:
             if (target in PURE_METHODS if kind == "call_method" else target in PURE_FUNCTIONS) and \
                     (plain and not kwargs or self._pure(real_args, real_kwargs)):  # (writes nothing, draws nothing)
-                result = _run(kind, target, real_args, real_kwargs)
+                result = target(*real_args, **real_kwargs) if kind == "call_function" else \
+                    _run(kind, target, real_args, real_kwargs)
             else:
-                with self._write_check:
+                check = self._write_check
+                check.seeded = check.wrote = False
+                with check:
                     result = _run(kind, target, real_args, real_kwargs)
+                seeded, wrote = check.seeded, check.wrote
         except InputWrite as e:
             first_try = not self.clone_inputs or self.copied_lazily  # (the trace began on the real inputs)
             if first_try and self._copy_written(e.storages):  # on copies from now on: the op once more
@@ -171,10 +174,10 @@ class GraphBuilder:
         node = new_node(self.graph, kind, target, fx_args, fx_kwargs)
         _describe(node, result)
         meta = node.meta
-        meta["seeded"] = check.seeded
-        meta["writes"] = check.wrote  # what backends reorder by (codegen/schedule.py)
+        meta["seeded"] = seeded
+        meta["writes"] = wrote  # what backends reorder by (codegen/schedule.py)
         self._created.append(node)
-        if check.seeded:
+        if seeded:
             self.marked.append(node)
         self.op_count += 1
         return node, result
@@ -419,6 +422,9 @@ def _view_copy(value: torch.Tensor, base: torch.Tensor):
     return copy
 
 
+_NO_KWARGS = ({}, {})  # (an op's keyword arguments when it has none: read, never written)
+
+
 def _run(kind: str, target, args: tuple, kwargs: dict):
     if kind == "call_method":
         return getattr(args[0], target)(*args[1:], **kwargs)
@@ -469,7 +475,7 @@ def new_node(graph: torch.fx.Graph, kind: str, target, args: tuple, kwargs: dict
         candidate = _CANDIDATES[target] = (name, _plain_name(name))
     namespace = graph._graph_namespace
     name = _next_name(namespace, candidate[0]) if candidate[1] else namespace.create_name(candidate[0], None)
-    node = torch.fx.Node(graph, name, kind, target, args, kwargs or _IMMUTABLE_DICT, None)
+    node = _Node(graph, name, kind, target, args, kwargs or _IMMUTABLE_DICT, None)
     namespace._obj_to_name[node] = name  # (associate_name_with_obj: a new node has no name yet)
     graph._insert(node)
     graph._find_nodes_lookup_table.table[(kind, target if kind == "call_function" else None)][node] = None  # (insert)
@@ -500,6 +506,7 @@ def _next_name(namespace, base: str) -> str:
     return name
 
 
+_Node = torch.fx.Node
 _CANDIDATES: dict = {}  # op target -> (the base of its nodes' names, whether that is plain: _plain_name)
 _NON_WORD = re.compile(r"\W+")
 _IMMUTABLE_DICT = torch.fx.immutable_collections.immutable_dict()

@@ -35,7 +35,7 @@ from . import handlers  # noqa: F401  (registers the opcode handlers in opcodes.
 from .builder import DynamicPolicy, wrap
 from .generators import Generator, finalize
 from .graph import GraphBuilder
-from .opcodes import HANDLERS, Lazy, Return
+from .opcodes import HANDLERS, SPECIALIZERS, Lazy, Return
 
 # what a graph op may raise on other values than the trace's (the sizes, dtypes and devices are guarded):
 # an `except` that matches none of these cannot see a graph op's error (an `except NotImplementedError:`)
@@ -56,7 +56,7 @@ def instructions_of(code: types.CodeType):
     the checkpoint it takes there: compat.checkpoint_kind), then each one's line (that of the
     last instruction before it that has one, where it has none)."""
     insts = list(dis.get_instructions(code))
-    steps = tuple((inst, HANDLERS.get(inst.opname, _unsupported), compat.checkpoint_kind(inst, code)) for inst in insts)
+    steps = tuple((inst, _handler_of(inst), compat.checkpoint_kind(inst, code)) for inst in insts)
     lines, line = [], code.co_firstlineno
     for inst in insts:
         if inst.positions is not None and inst.positions.lineno is not None:
@@ -64,6 +64,12 @@ def instructions_of(code: types.CodeType):
         lines.append(line)
     return insts, {inst.offset: i for i, inst in enumerate(insts)}, handled_offsets(code, insts), \
         exception_handlers(code), steps, tuple(lines)
+
+
+def _handler_of(inst):
+    """The step loop's handler of `inst`: one made for it (opcodes.specializer), or its opcode's."""
+    make = SPECIALIZERS.get(inst.opname)
+    return (make is not None and make(inst)) or HANDLERS.get(inst.opname, _unsupported)
 
 
 def _unsupported(frame, inst):

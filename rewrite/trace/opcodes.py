@@ -25,6 +25,18 @@ def handler(*opnames):
     return register
 
 
+SPECIALIZERS: dict = {}  # opname -> (instruction -> a handler of that one instruction, or None)
+
+
+def specializer(opname):
+    """Register `make(inst)`: a handler made for one instruction of `opname` (its argument
+    known: the step table keeps one per instruction), or None where the shared one runs."""
+    def register(make):
+        SPECIALIZERS[opname] = make
+        return make
+    return register
+
+
 class Return(Exception):
     """Raised by RETURN_VALUE to end a frame with a value."""
 

@@ -8,13 +8,27 @@ from ...bytecode.compat import (LOAD_FAST_LOADS_CELLS, NULL_ABOVE_CALLABLE, load
 from ...errors import Unsupported
 from ...guards.source import CellContentsSource
 from ...values.side_effects import DELETED, location
-from ...values.vars import NULL, CellVar, ObjectVar, note_mutation
-from ..opcodes import Lazy, handler
+from ...values.vars import NULL, SCALARS, CellVar, ConstVar, ObjectVar, note_mutation
+from ..opcodes import Lazy, handler, specializer
 
 
 @handler("LOAD_CONST")
 def load_const(frame, inst):
     frame.stack.append(ops.const(inst.argval))
+
+
+@specializer("LOAD_CONST")
+def load_scalar(inst):
+    """A number, string or None (most constants): one ConstVar, made once, pushed each time the
+    instruction runs -- as CPython pushes the one object of co_consts (a Var of an immutable
+    value, which nothing changes)."""
+    if type(inst.argval) not in SCALARS:
+        return None
+    var = ConstVar(inst.argval)
+
+    def load_scalar(frame, inst):
+        frame.stack.append(var)
+    return load_scalar
 
 
 @handler("LOAD_FAST", "LOAD_FAST_CHECK")
