@@ -2,8 +2,9 @@
 
 For each call -- the first (compile), a second with new values of the same shapes (the
 cache hit), a third with other sizes (the recompile path, where changed sizes become
-dynamic), a fourth with every size >= 2 moved once more (served by the dynamic entry), and
-one with the inputs' aliasing changed where it can be (inputs that shared memory no longer do, or
+dynamic), a fourth with every size >= 2 moved once more (served by the dynamic entry), a
+fifth with torch's default dtype float64 (`OTHER_DEFAULT_DTYPE`: what the earlier entries
+guarded of it), and one with the inputs' aliasing changed where it can be (inputs that shared memory no longer do, or
 one tensor passed for two inputs) -- it compares the result (structure, dtype, shape,
 values, inference-ness), the inputs afterwards (in-place changes: values, shapes, strides,
 grad_fn, .grad, which inputs share memory; after an exception too), which results are inputs
@@ -304,15 +305,37 @@ class Refused(Exception):
     divergence, a reason (`--reasons` counts them)."""
 
 
+# the call made with torch's default dtype float64: what the program's factories, its integer
+# tensors' true divisions and float ops, and their promotions with Python floats make changes
+# (the entries the earlier calls compiled must have guarded it, or miss)
+OTHER_DEFAULT_DTYPE = "default dtype float64"
+
+
+@contextlib.contextmanager
+def default_dtype_of(label: str):
+    """torch's default dtype set to float64 for the call `label` names so (OTHER_DEFAULT_DTYPE,
+    warm or not), and set back; for any other call, as it is."""
+    if not label.startswith(OTHER_DEFAULT_DTYPE):
+        yield
+        return
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old)
+
+
 def compare_call(compiled, eager, make_inputs, label: str = "call", mutable=None, make_jit_inputs=None) -> None:
     """Call eager and @jit, each on fresh inputs from `make_inputs()` (@jit's from
     `make_jit_inputs()` if given), and compare: the result (or the exception's type and args),
     the inputs afterwards (values, shapes, strides, which of them share memory; also after an
     exception), which results are inputs or views of inputs, and what was printed.
     `mutable[i]` says whether argument i is compared afterwards."""
-    eager_args, jit_args = make_inputs(), (make_jit_inputs or make_inputs)()
-    (e_kind, e_val), e_out = _run(eager, eager_args)
-    (j_kind, j_val), j_out = _run(compiled, jit_args)
+    with default_dtype_of(label):  # (the inputs made, and both calls run, under it)
+        eager_args, jit_args = make_inputs(), (make_jit_inputs or make_inputs)()
+        (e_kind, e_val), e_out = _run(eager, eager_args)
+        (j_kind, j_val), j_out = _run(compiled, jit_args)
     if j_kind == "raised" and isinstance(j_val, rewrite.Unsupported) and \
             rewrite.dispatcher_of(compiled).options.fullgraph:
         raise Refused(str(j_val).splitlines()[0])
@@ -373,7 +396,7 @@ def check_call(compiled, eager, specs, dims, seed, label, namespaces=(None, None
 
 def run_program(program, dims1: dict, dims2: dict, backend="python", seed: int = 0, fullgraph: bool = False,
                 warm: bool = False) -> None:
-    """Compare eager and @jit on three calls of one program -- four where the inputs' aliasing
+    """Compare eager and @jit on five calls of one program -- six where the inputs' aliasing
     can be changed (`alias_variant`) -- and raise Divergence on a difference. `fullgraph`: the
     program is compiled with fullgraph=True; where it is refused, the reason is counted.
     `warm`: then the same calls again as a new process makes them, each entry the persistent
@@ -385,7 +408,7 @@ def run_program(program, dims1: dict, dims2: dict, backend="python", seed: int =
     # dynamic (issue 6), this call runs on the dynamic entry (or shows it was specialized)
     dims3 = {s: v + 1 if v >= 2 else v for s, v in dims2.items()}
     calls = [("first call", dims1, seed), ("cached call", dims1, seed + 100), ("other sizes", dims2, seed + 200),
-             ("third sizes", dims3, seed + 400)]
+             ("third sizes", dims3, seed + 400), (OTHER_DEFAULT_DTYPE, dims1, seed + 500)]
     variant = alias_variant(program.inputs)
     if variant is not None:
         calls.append(("aliasing changed", dims1, seed + 300, variant))

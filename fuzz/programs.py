@@ -120,6 +120,14 @@ CREATE = [
     "torch.zeros_like({a})", "torch.ones_like({a}, dtype=torch.float64)", "{a}.new_zeros({a}.shape)",
     "torch.eye({k})", "torch.linspace(0, 1, {k})",
 ]
+# what the default dtype makes of integer tensors (a true division, a float op, promotion with a
+# Python float), read back by the program: a Python decision on it (the oracle's call with the
+# default dtype float64 finds an entry that did not guard it)
+DEFAULT_DTYPE = [
+    "{a} * (2 if ({a}.long() / 2).dtype == torch.float32 else 3)", "{a} + torch.exp({a}.long()).element_size()",
+    "{a} - (1 if torch.sqrt({a}.int()).dtype == torch.float64 else 0)", "{a} * ({a}.long() * 0.5).element_size()",
+    "{a} + torch.true_divide({a}.long(), 3).element_size()", "{a} * ({a}.int() == 16777217.5).sum()",
+]
 # writes into {a} (most often an input or a view of one; see `rule_write`)
 INPLACE = [
     "{a}.add_(1)", "{a}.mul_(2)", "{a}.clamp_(min=0)", "{a}.zero_()", "{a}.copy_({b})", "torch.relu_({a})",
@@ -1261,7 +1269,7 @@ RULES = [
     (8, rule_assign(UNARY)), (8, rule_assign(BINARY)), (5, rule_assign(REDUCE)), (5, rule_assign(VIEW)),
     (4, rule_assign(INDEX)), (4, rule_assign(COMBINE)), (3, rule_assign(SIZES, "k")), (2, rule_assign(CREATE)),
     (2, rule_if_python), (2, rule_for), (2, rule_helper), (1, rule_unsupported), (2, rule_box),
-    (1, rule_box_dict), (1, rule_grad_block), *WRITE_RULES, *PYTHON_RULES,
+    (1, rule_box_dict), (1, rule_grad_block), (1, rule_assign(DEFAULT_DTYPE)), *WRITE_RULES, *PYTHON_RULES,
 ]
 # `python -m rewrite.fuzz --focus NAME`: a subset of the rules, for a long run at one feature
 FOCUS = {
@@ -1277,7 +1285,7 @@ FOCUS = {
                                       (1, rule_unsupported)],
     # Python's exact semantics (issue 38): exhausted iterators, changes while iterating, wrong arguments, ...
     "semantics": [(6, rule_block(SEMANTICS)), (2, rule_assign(BINARY)), (1, rule_assign(SIZES, "k")), (1, rule_for),
-                  (1, rule_write(INPLACE)), (1, rule_unsupported)],
+                  (1, rule_write(INPLACE)), (1, rule_unsupported), (1, rule_assign(DEFAULT_DTYPE))],
     # the Python tests and libraries are written in (issue 40): method and function attributes, exception
     # chains, slotted classes and their own __new__, `in` on sets and iterators, the __getitem__ protocol
     "written": [(6, rule_block(WRITTEN)), (2, rule_assign(BINARY)), (1, rule_assign(SIZES, "k")), (1, rule_for),

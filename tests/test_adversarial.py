@@ -405,18 +405,23 @@ def test_default_dtype_changed_between_calls():
 
 @pytest.mark.parametrize("op", [lambda x, y: x * 1.5, lambda x, y: 2.5 - x, lambda x, y: x + 1j,
                                 lambda x, y: torch.add(x, 0.5), lambda x, y: torch.where(x > 0, 0.5, x),
-                                lambda x, y: (y * 0.5, x + y)],
-                         ids=["tensor-float", "float-tensor", "complex", "function", "where", "float-tensors"])
-def test_a_python_float_beside_an_integer_tensor_reads_the_default_dtype(op):
-    """A float or complex scalar meeting an integer tensor, either side of an operator, makes the
-    default dtype's result -- one op alone, no factory call to guard it otherwise, its dtype read
-    by the trace; a float tensor beside it does not read it."""
+                                lambda x, y: x == 16777217.5, lambda x, y: x / 2, lambda x, y: torch.true_divide(x, x),
+                                lambda x, y: x.sqrt(), lambda x, y: torch.exp(x), lambda x, y: torch.tensor([1.5]) + x,
+                                lambda x, y: (y * 0.5, x + y), lambda x, y: (x.float(), x.to(torch.float64))],
+                         ids=["tensor-float", "float-tensor", "complex", "function", "where", "comparison",
+                              "true-division", "true_divide", "sqrt", "exp", "factory", "float-tensors", "casts"])
+def test_the_default_dtype_shapes_a_result_of_integer_tensors(op):
+    """A float or complex scalar meeting an integer tensor, either side of an operator (a
+    comparison too: 16777217 is not a float32), or a floating result of integer tensors alone
+    (true division, `sqrt`, `exp`) is the default dtype's -- one op alone, no factory call to
+    guard it otherwise, its dtype read by the trace; a float tensor beside it, or a cast that
+    names its dtype, does not read it."""
     def f(x, y):
         r = op(x, y)
         return r, [t.dtype for t in (r if isinstance(r, tuple) else (r,))]  # (a dtype the trace reads: a constant)
 
     tw = Twin(f)
-    x, y = torch.arange(3, dtype=torch.int32), torch.ones(3, dtype=torch.float64)
+    x, y = torch.tensor([1, 4, 16777217], dtype=torch.int32), torch.ones(3, dtype=torch.float64)
     tw.check_twice(x, y)
     old = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)

@@ -441,7 +441,7 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
         # whole call eagerly if the graph raises -- so nothing before may have changed anything
         # (random draws aside: the entry puts the generators back first, compile.RngState)
         tracer.ops_in_try = True
-    if name in CREATION or _float_meets_integer_tensor(args, kwargs):
+    if not tracer.default_dtype_read and (name in CREATION or _reads_default_dtype(name, args, kwargs, result)):
         tracer.read_default_dtype()
     if dd is not None and isinstance(result, (tuple, list)):
         raise Unsupported(f"{name} of a tensor whose shape depends on data: the number of results does too")
@@ -460,31 +460,53 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
 _GETITEM, _SETITEM = operator.getitem, operator.setitem
 
 
-def _float_meets_integer_tensor(args, kwargs) -> bool:
-    """A Python float or complex next to an integer tensor: the result dtype is the default dtype."""
-    if len(args) == 2 and not kwargs:  # (a tensor and a number: most ops', a binary operator's)
+def _reads_default_dtype(name, args, kwargs, result) -> bool:
+    """Whether the default dtype shaped the op's result: a Python float or complex met an integer
+    tensor (its promotion goes through the default dtype, a comparison's too), or the result is
+    floating or complex while no tensor argument is and no dtype is given (`x / 2`, `x.sqrt()`
+    of an integer `x`, `torch.tensor([1.5])`)."""
+    if len(args) == 2 and not kwargs:  # (a tensor and a number: a binary operator's, most ops')
         a, b = args
-        if type(a) is TensorVar and type(b) is ConstVar:
-            return type(b.value) in _FLOATS and a.value.dtype not in _INEXACT
-        if type(b) is TensorVar and type(a) is ConstVar:
-            return type(a.value) in _FLOATS and b.value.dtype not in _INEXACT
-    values = (*args, *kwargs.values()) if kwargs else args
-    for v in values:  # (a float first: most ops take none, and then no tensor's dtype is read)
-        if type(v) is ConstVar and type(v.value) in _FLOATS:
-            break
-    else:
-        return False
-    for v in values:
+        if type(a) is ConstVar:
+            a, b = b, a
+        if type(a) is TensorVar and type(b) is ConstVar and type(b.value) in _NUMBERS:
+            return a.value.dtype not in _INEXACT and (type(b.value) in _FLOATS or _inexact(result))
+    number = exact = given = False  # a float or complex; an integer tensor; a floating tensor or a dtype
+    for v in (*args, *kwargs.values()) if kwargs else args:
         t = type(v)
         if t is TensorVar:
-            if v.value.dtype not in _INEXACT:
-                return True
-        elif t is not ConstVar and isinstance(v, (TupleVar, ListVar, DictVar)) and any(
-                x.value.dtype not in _INEXACT for x in _tensors((v,), {})):
-            return True
-    return False
+            if v.value.dtype in _INEXACT:
+                given = True
+            else:
+                exact = True
+        elif t is ConstVar:
+            if type(v.value) in _FLOATS:
+                number = True
+            elif isinstance(v.value, torch.dtype):
+                given = True
+        elif t is ScalarVar:
+            number = number or isinstance(v.value, _FLOATS)
+        elif isinstance(v, (TupleVar, ListVar, DictVar)):
+            for x in _tensors((v,), {}):
+                if x.value.dtype in _INEXACT:
+                    given = True
+                else:
+                    exact = True
+    if number and exact:
+        return True
+    return not given and name not in CASTS and _inexact(result)
 
 
+def _inexact(result) -> bool:
+    """A floating or complex tensor among an op's results."""
+    if isinstance(result, torch.Tensor):
+        return result.dtype in _INEXACT
+    return isinstance(result, (tuple, list)) and any(isinstance(r, torch.Tensor) and r.dtype in _INEXACT for r in result)
+
+
+# methods whose result dtype they name themselves (`x.float()`): the default dtype shapes none of them
+CASTS = {"float", "double", "half", "bfloat16", "cfloat", "cdouble", "chalf"}
+_NUMBERS = (int, float, bool, complex)
 _FLOATS = (float, complex)
 _INEXACT = frozenset(d for d in vars(torch).values()
                      if isinstance(d, torch.dtype) and (d.is_floating_point or d.is_complex))  # (a dtype not

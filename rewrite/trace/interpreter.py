@@ -133,6 +133,7 @@ class Tracer:
         self.depth = 0
         self.log_trace = logs.enabled("trace")
         self.grad_at_start = self.grad_enabled = torch.is_grad_enabled()
+        self.default_dtype_read = False  # (its guard is in: ops.tensors._record asks no more)
         self.break_errors: list[bool] = []  # error_on_graph_break blocks open, innermost last
         self.errors_at_start = errors_at_start()  # torch's flag when the compile began
         self.state_reads = 0  # reads of state the entry's end sees otherwise (grad mode, torch's
@@ -182,8 +183,10 @@ class Tracer:
             self.grad_enabled = enabled
 
     def read_default_dtype(self) -> None:
-        """The default dtype shaped a result (a factory call, promotion with a Python float)."""
+        """The default dtype shaped a result (a factory call, promotion with a Python float, a
+        floating result of integer tensors): guarded once (`default_dtype_read`)."""
         self.guards.add(DefaultDtypeMatch(torch.get_default_dtype()))
+        self.default_dtype_read = True
 
     def release(self) -> None:
         """Let go of what the trace holds of the call -- its inputs, the values it computed --
