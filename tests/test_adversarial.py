@@ -449,6 +449,30 @@ def test_constants_loaded_again_in_a_loop_are_eagers():
     tw.check_twice(torch.ones(2))
 
 
+def test_a_call_under_a_mode_leaves_later_calls_compiled():
+    """A call made under a TorchDispatchMode (FlopCounterMode) runs eagerly, the mode seeing
+    eager's ops; the entry that runs it takes only calls under a mode -- before, it took every
+    call after it, and the function ran eagerly from then on."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    def f(x, w):
+        return (x @ w).relu() * 2
+
+    tw = Twin(f)
+    x, w = t(4, 8), t(8, 3, seed=1)
+    tw.check_twice(x, w)
+    counted = []
+    for fn in (tw.fn, tw.eager):
+        with FlopCounterMode(display=False) as flops:
+            assert_same(fn(x, w), tw.eager(x, w))
+        counted.append(flops.get_total_flops())
+    assert counted[0] == counted[1] > 0
+    tw.check_twice(x, w)
+    entries = rewrite.dispatcher_of(tw.fn).entries
+    taking = [e for e in entries if e.guard.fn(x, w)]
+    assert taking and taking[0].reason is None and taking[0].graph, [e.reason for e in entries]
+
+
 def test_storage_offset_of_views():
     def f(x):
         return x.storage_offset(), x * 2

@@ -317,6 +317,25 @@ class DefaultDtypeMatch(Guard):
 
 
 @dataclass(frozen=True)
+class ModeActiveMatch(Guard):
+    """A TorchFunctionMode or TorchDispatchMode is active (`torch.device("meta")`, a
+    FlopCounterMode): what the entry that runs such calls eagerly takes -- only those."""
+    source: Source = field(default_factory=lambda: _StateSource("a torch function or dispatch mode"))
+    priority = 6
+
+    def checks(self, c):
+        c.values["___function_mode"] = torch._C._is_torch_function_mode_enabled
+        c.values["___dispatch_modes"] = torch._C._len_torch_dispatch_stack
+        return ["(___function_mode() or ___dispatch_modes() > 0)"]
+
+    def read(self, globals_, scope):
+        return torch._C._is_torch_function_mode_enabled() or torch._C._len_torch_dispatch_stack() > 0
+
+    def failure(self, active):
+        return None if active else "no TorchFunctionMode or TorchDispatchMode is active now"
+
+
+@dataclass(frozen=True)
 class NoHandledMatch(Guard):
     """No exception was being handled where the function was called (the trace read what
     `sys.exc_info()` says there: a bare `raise`, an exception's `__context__`)."""

@@ -20,7 +20,7 @@ from ..bytecode.compat import NOT_TRY_HANDLERS, except_clauses, exception_handle
 from ..bytecode.splice import binding_error
 from ..errors import PythonError, Raised, RaisesEagerly, Unsupported, UserError
 from ..guards.codegen import GuardSet
-from ..guards.guard import DefaultDtypeMatch, GradModeMatch, IdMatch, NotInMatch
+from ..guards.guard import DefaultDtypeMatch, GradModeMatch, IdMatch, ModeActiveMatch, NotInMatch
 from ..guards.shapes import ShapeEnv
 from ..guards.source import AttrSource, CellContentsSource, GlobalSource, GlobalsSource, ItemSource, LocalSource, Source
 from ..ops import exceptions
@@ -154,7 +154,10 @@ class Tracer:
         if compat.UNTRACED:  # the prologue works on 3.12 and 3.13; their opcode handlers are to come
             raise Unsupported(compat.UNTRACED)
         if torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled():
-            raise Unsupported("a TorchDispatchMode or TorchFunctionMode is active (it would see the trace's ops)")
+            e = Unsupported("a TorchDispatchMode or TorchFunctionMode is active (it would see the trace's ops)")
+            e.guards = GuardSet()  # (the entry that runs the call eagerly takes only calls under a mode:
+            e.guards.add(ModeActiveMatch())  # without a guard, every call after one would run eagerly)
+            raise e
         # the root frame's own **kwargs: a dict CPython made for this call, which nobody else holds.
         # Read through its source (its values are the call's inputs), changed in the trace's view
         # only (no side effect to replay) and rebuilt from its items wherever it goes (DictVar)
