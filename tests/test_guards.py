@@ -212,6 +212,7 @@ def test_guard_file_is_real_and_in_linecache():
     path = guard.__code__.co_filename
     assert path.endswith(".py")
     assert "def guard(" in "".join(linecache.getlines(path))
+    rewrite.codeload.flush()  # (generated files are written at a quiet moment: now)
     with open(path) as fh:
         assert "def guard(" in fh.read()
 

@@ -336,6 +336,25 @@ class ModeActiveMatch(Guard):
 
 
 @dataclass(frozen=True)
+class NoFunctionModeMatch(Guard):
+    """No TorchFunctionMode is active (`torch.set_default_device`, `with torch.device(...)`):
+    the trace ran under none (it refuses one), and such a mode changes what torch's calls
+    return. (A TorchDispatchMode makes torch's own tensor check miss.)"""
+    source: Source = field(default_factory=lambda: _StateSource("a torch function mode"))
+    priority = 6
+
+    def checks(self, c):
+        c.values["___function_mode"] = torch._C._is_torch_function_mode_enabled
+        return ["not ___function_mode()"]
+
+    def read(self, globals_, scope):
+        return torch._C._is_torch_function_mode_enabled()
+
+    def failure(self, active):
+        return "a TorchFunctionMode is active now (traced under none)" if active else None
+
+
+@dataclass(frozen=True)
 class NoHandledMatch(Guard):
     """No exception was being handled where the function was called (the trace read what
     `sys.exc_info()` says there: a bare `raise`, an exception's `__context__`)."""

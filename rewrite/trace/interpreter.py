@@ -20,7 +20,8 @@ from ..bytecode.compat import NOT_TRY_HANDLERS, except_clauses, exception_handle
 from ..bytecode.splice import binding_error
 from ..errors import PythonError, Raised, RaisesEagerly, Unsupported, UserError
 from ..guards.codegen import GuardSet
-from ..guards.guard import DefaultDtypeMatch, GradModeMatch, IdMatch, ModeActiveMatch, NotInMatch
+from ..guards.guard import (DefaultDtypeMatch, GradModeMatch, IdMatch, ModeActiveMatch, NoFunctionModeMatch,
+                           NotInMatch)
 from ..guards.shapes import ShapeEnv
 from ..guards.source import AttrSource, CellContentsSource, GlobalSource, GlobalsSource, ItemSource, LocalSource, Source
 from ..ops import exceptions
@@ -158,6 +159,7 @@ class Tracer:
             e.guards = GuardSet()  # (the entry that runs the call eagerly takes only calls under a mode:
             e.guards.add(ModeActiveMatch())  # without a guard, every call after one would run eagerly)
             raise e
+        self.guards.add(NoFunctionModeMatch())  # (traced under none: an entry runs under none)
         # the root frame's own **kwargs: a dict CPython made for this call, which nobody else holds.
         # Read through its source (its values are the call's inputs), changed in the trace's view
         # only (no side effect to replay) and rebuilt from its items wherever it goes (DictVar)
