@@ -473,6 +473,25 @@ def test_a_call_under_a_mode_leaves_later_calls_compiled():
     assert taking and taking[0].reason is None and taking[0].graph, [e.reason for e in entries]
 
 
+def test_a_function_mode_around_a_later_call_is_eagers():
+    """`with torch.device("meta"):` (a TorchFunctionMode) around a call of a function compiled
+    without one: eager's factories make meta tensors, and what the function reads of them is
+    meta's -- the compiled entry must not answer with the device its trace read."""
+    def f(x):
+        z = torch.zeros(2)
+        return z.device.type, z.shape, x.device.type
+
+    tw = Twin(f)
+    x = t(3)
+    tw.check_twice(x)
+    with torch.device("meta"):
+        assert tw.fn(x) == tw.eager(x) == ("meta", torch.Size([2]), "cpu")
+    tw.check_twice(x)
+    entries = rewrite.dispatcher_of(tw.fn).entries
+    taking = [e for e in entries if e.guard.fn(x)]
+    assert taking[0].reason is None and taking[0].graph, [e.reason for e in entries]  # (later calls: compiled)
+
+
 def test_storage_offset_of_views():
     def f(x):
         return x.storage_offset(), x * 2
