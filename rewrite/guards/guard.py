@@ -316,6 +316,11 @@ class DefaultDtypeMatch(Guard):
         return None if now is self.dtype else f"default dtype is {now} (traced with {self.dtype})"
 
 
+def torch_mode_active() -> bool:
+    """Whether a TorchFunctionMode or TorchDispatchMode is active (what the tracer refuses)."""
+    return torch._C._is_torch_function_mode_enabled() or torch._C._len_torch_dispatch_stack() > 0
+
+
 @dataclass(frozen=True)
 class ModeActiveMatch(Guard):
     """A TorchFunctionMode or TorchDispatchMode is active (`torch.device("meta")`, a
@@ -329,7 +334,7 @@ class ModeActiveMatch(Guard):
         return ["(___function_mode() or ___dispatch_modes() > 0)"]
 
     def read(self, globals_, scope):
-        return torch._C._is_torch_function_mode_enabled() or torch._C._len_torch_dispatch_stack() > 0
+        return torch_mode_active()
 
     def failure(self, active):
         return None if active else "no TorchFunctionMode or TorchDispatchMode is active now"

@@ -21,7 +21,7 @@ from ..bytecode.splice import binding_error
 from ..errors import PythonError, Raised, RaisesEagerly, Unsupported, UserError
 from ..guards.codegen import GuardSet
 from ..guards.guard import (DefaultDtypeMatch, GradModeMatch, IdMatch, ModeActiveMatch, NoFunctionModeMatch,
-                           NotInMatch)
+                           NotInMatch, torch_mode_active)
 from ..guards.shapes import ShapeEnv
 from ..guards.source import AttrSource, CellContentsSource, GlobalSource, GlobalsSource, ItemSource, LocalSource, Source
 from ..ops import exceptions
@@ -154,7 +154,7 @@ class Tracer:
         self.side_effects = SideEffects(self)
         if compat.UNTRACED:  # the prologue works on 3.12 and 3.13; their opcode handlers are to come
             raise Unsupported(compat.UNTRACED)
-        if torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled():
+        if torch_mode_active():
             e = Unsupported("a TorchDispatchMode or TorchFunctionMode is active (it would see the trace's ops)")
             e.guards = GuardSet()  # (the entry that runs the call eagerly takes only calls under a mode:
             e.guards.add(ModeActiveMatch())  # without a guard, every call after one would run eagerly)
