@@ -196,3 +196,45 @@ def test_a_flag_deleted_and_set_again_moves_to_the_end_as_in_eager():
             o.a, o.b = 1, 2
         compiled(a, torch.ones(1)), f(b, torch.ones(1))
         assert list(vars(a)) == list(vars(b)) == ["b", "a"]
+
+
+class Tripled:
+    """`t * Tripled()`: its `__rmul__` prints first, so the operator breaks the graph."""
+
+    def __rmul__(self, t):
+        print("tripled")
+        return t * 3
+
+
+def test_an_operator_on_a_tensor_and_an_object_resumes_after_its_break():
+    """The step loop keeps no checkpoint before an operator on tensors and numbers (nothing
+    can break there); one on a tensor and another object keeps one, and a break there resumes
+    after it instead of running the whole call eagerly."""
+    def f(x, s):
+        y = x + 1  # (tensor and number: recorded, no checkpoint)
+        z = y * s  # breaks in __rmul__: the operator runs eagerly, the rest resumes
+        return (z - 1) * 0.5
+
+    compiled = rewrite.jit(eager_copy(f))
+    for _ in range(3):
+        x = torch.randn(3)
+        assert_same(compiled(x, Tripled()), f(x, Tripled()))
+    out = rewrite.explain(eager_copy(f))(torch.randn(3), Tripled())
+    assert out.graph_count >= 2 and not out.eager_reasons
+
+
+def test_operators_on_tensors_and_numbers_break_nowhere():
+    """A long run of operators on tensors and numbers, with a break after it: one graph up to
+    the break, whatever the operators (none keeps a checkpoint, none needs one)."""
+    def f(x):
+        for i in range(8):
+            x = x * 1.5 - i if i % 2 else (x + i) / 2 ** 0.5
+        print("after")
+        return -x @ x.T
+
+    compiled = rewrite.jit(eager_copy(f))
+    for _ in range(2):
+        x = torch.randn(3, 3)
+        assert_same(compiled(x), f(x))
+    out = rewrite.explain(eager_copy(f))(torch.randn(3, 3))
+    assert out.graph_count == 2 and not out.eager_reasons

@@ -49,6 +49,11 @@ _UNARY_FUNCTIONS = {fn: sym for sym, fn in UNARY.items()}
 
 
 def getattr_(frame, obj: Var, name: str) -> Var:
+    if type(obj) is ObjectVar and type(obj.value) is types.ModuleType:  # a trusted module's attribute
+        tracer = frame.tracer  # read before (`torch.relu`): what it read
+        known = tracer.module_reads.get((id(obj.value), name))
+        if known is not None and not tracer.side_effects.stores:  # (see Tracer.module_reads)
+            return known
     if name == "__class__" and not isinstance(obj, (TensorVar, ObjectVar, InstanceVar, SuperVar)):
         return ObjectVar(python_type(obj))
     if name == "default_factory" and isinstance(obj, DictVar) and obj.factory is not None:

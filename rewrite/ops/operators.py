@@ -13,7 +13,7 @@ from .fills import inplace
 from .instances import binary as user_binary, call_dunder, is_user_object
 from .numpy_calls import binary as array_binary, unary as array_unary
 from .sets import binary as set_binary
-from .tensors import call_function
+from .tensors import call_function, call_operator
 
 BINARY = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -41,7 +41,7 @@ def binary(frame, sym: str, a: Var, b: Var) -> Var:
         return ConstVar(fold(fn, a.value, b.value))  # (a number: what const() makes of it)
     if sym not in INPLACE and (ta is TensorVar and (tb is TensorVar or tb is ConstVar and type(b.value) in NUMBERS) or
                                tb is TensorVar and ta is ConstVar and type(a.value) in NUMBERS):
-        return call_function(frame, fn, (a, b), {})
+        return call_operator(frame, fn, a, b)
     if isinstance(a, ArrayVar) or isinstance(b, ArrayVar):
         return array_binary(frame, sym, fn, a, b)
     if isinstance(a, SymIntVar) or isinstance(b, SymIntVar):

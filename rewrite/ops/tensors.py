@@ -317,6 +317,12 @@ def global_effect(fn) -> bool:
 
 def call_torch(frame, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
     """A call of a torch function (or an unbound Tensor method)."""
+    try:
+        name = _OPS.get(fn)
+    except TypeError:  # (an unhashable callable)
+        name = None
+    if name is not None:  # (an op, as found below before: what decides it never changes)
+        return _record(frame, "call_function", fn, args, kwargs, name)
     name = getattr(fn, "__name__", None)
     if name is None:
         name = str(fn)
@@ -334,7 +340,14 @@ def call_torch(frame, fn, args: list[Var], kwargs: dict[str, Var]) -> Var:
         raise Unsupported(f"call to torch.{name} (global side effect)")
     if name in META_FUNCTIONS:
         return const(fold(fn, *[_fold(a) for a in args], **{k: _fold(v) for k, v in kwargs.items()}))
+    try:
+        _OPS[fn] = name
+    except TypeError:
+        pass
     return _record(frame, "call_function", fn, args, kwargs, name)
+
+
+_OPS: dict = {}  # torch function -> its name, for those call_torch records as they are
 
 
 # what an op's output dtype decides (autocast changes it)
@@ -381,6 +394,15 @@ def call_function(frame, fn, args, kwargs) -> Var:
     """Record a call of `fn` (an operator or torch function) on tensors."""
     name = getattr(fn, "__name__", None)
     return _record(frame, "call_function", fn, tuple(args), kwargs, str(fn) if name is None else name)
+
+
+def call_operator(frame, fn, a: Var, b: Var) -> Var:
+    """Record `fn(a, b)`, a binary operator of the operator module, on tensors (call_function's,
+    its name known)."""
+    return _record(frame, "call_function", fn, (a, b), _NO_KWARGS, fn.__name__)
+
+
+_NO_KWARGS: dict = {}  # (an op's keywords when it has none: read, never written)
 
 
 # ops whose values (not sizes or dtypes, which guards pin) can make them raise: an index out
@@ -430,7 +452,7 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
                               "is off", "set rewrite.config.capture_dynamic_output_shape_ops = True to record it")
     if in_try:
         graph.ops_in_try = True  # (no switch to copies midway: see GraphBuilder._copy_written)
-    node, result = graph.call(kind, target, tuple(args), dict(kwargs) if kwargs else {})
+    node, result = graph.call(kind, target, tuple(args), dict(kwargs) if kwargs else _NO_KWARGS)
     if frame is tracer.root:
         tracer.root_ops += 1  # (what runs outside any graph if this frame runs eagerly: Entry.eager_ops)
     if (name in VALUE_ERRORS or type(name) is not str) and _may_raise_on_values(node, target, name, args, kwargs):

@@ -474,7 +474,17 @@ def new_node(graph: torch.fx.Graph, kind: str, target, args: tuple, kwargs: dict
         name = graph._target_to_str(target)
         candidate = _CANDIDATES[target] = (name, _plain_name(name))
     namespace = graph._graph_namespace
-    name = _next_name(namespace, candidate[0]) if candidate[1] else namespace.create_name(candidate[0], None)
+    if candidate[1]:  # (a plain base, most ops': see _plain_name)
+        base = candidate[0]
+        used, counts = namespace._used_names, namespace._base_count
+        num, name = counts.get(base, 0), base
+        while name in used:
+            num += 1
+            name = f"{base}_{num}"
+        used.add(name)
+        counts[base] = num
+    else:
+        name = namespace.create_name(candidate[0], None)
     node = _Node(graph, name, kind, target, args, kwargs or _IMMUTABLE_DICT, None)
     namespace._obj_to_name[node] = name  # (associate_name_with_obj: a new node has no name yet)
     graph._insert(node)
@@ -486,24 +496,11 @@ def new_node(graph: torch.fx.Graph, kind: str, target, args: tuple, kwargs: dict
 
 def _plain_name(candidate: str) -> bool:
     """Whether torch's namespace takes `candidate` as a name's base as it is: an identifier
-    with no numeric suffix that shadows no builtin or keyword (`add`, `relu`: most ops')."""
+    with no numeric suffix that shadows no builtin or keyword (`add`, `relu`: most ops'). Such
+    a base's names new_node makes itself: `namespace.create_name(base, None)` without its parse
+    of the candidate each time -- the base itself, then base_1, base_2, ..., as torch names them."""
     match = _fx_graph._name_regex.match(candidate)
     return match is not None and match.group(2) is None and candidate not in _fx_graph._illegal_names
-
-
-def _next_name(namespace, base: str) -> str:
-    """`namespace.create_name(base, None)` for a plain base (see _plain_name): the base
-    itself, then base_1, base_2, ... -- the names torch gives, without its parse of the
-    candidate each time."""
-    used = namespace._used_names
-    num = namespace._base_count.get(base, 0)
-    name = base
-    while name in used:
-        num += 1
-        name = f"{base}_{num}"
-    used.add(name)
-    namespace._base_count[base] = num
-    return name
 
 
 _Node = torch.fx.Node

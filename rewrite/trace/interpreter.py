@@ -67,6 +67,25 @@ def instructions_of(code: types.CodeType):
         exception_handlers(code), steps, tuple(lines)
 
 
+@functools.lru_cache(maxsize=4096)
+def _inner_steps(steps: tuple) -> tuple:
+    """An inlined frame's steps: no checkpoint kept anywhere (only the root frame's are resumed from)."""
+    return tuple((inst, fn, 0) for inst, fn, _ in steps)
+
+
+def _logged(frame, steps: tuple) -> tuple:
+    """`steps` with each handler logging its instruction first (REWRITE_LOGS=trace)."""
+    log = logs.get("trace")
+
+    def logging(fn):
+        def step(frame, inst):
+            log.debug("%s%s:%s %s %s %s", "  " * frame.tracer.depth, frame.code.co_name, frame.lineno, inst.opname,
+                      inst.argrepr, frame.stack)
+            return fn(frame, inst)
+        return step
+    return tuple((inst, logging(fn), keep) for inst, fn, keep in steps)
+
+
 def _handler_of(inst):
     """The step loop's handler of `inst`: one made for it (opcodes.specializer), or its opcode's."""
     make = SPECIALIZERS.get(inst.opname)
@@ -564,36 +583,58 @@ class Frame:
             raise Unsupported(f"trace longer than {limit} instructions")
 
     def _run(self) -> Var:
+        """Run the frame's instructions from `ip` until it returns (Return) or raises. The root
+        frame keeps a checkpoint before each instruction a break may resume from (see
+        compat.checkpoint_kind); an inlined frame's steps keep none (`inner_steps`: a break there
+        runs the whole call eagerly). The step loop is what runs per instruction: the
+        exceptions are caught outside it (and it starts again where a handler of the frame's
+        caught one), logging wraps the handlers (`_logged`).
+
+        A binary operator on a tensor and a tensor or a number is recorded as an op, and an op
+        breaks only where an `except` may see it, a size came from data or sizes are symbols
+        (ops.tensors._record): elsewhere the loop keeps no checkpoint before one -- the most
+        frequent instruction a trace runs (a break that comes there anyway, one the rules above
+        did not foresee, runs the whole call eagerly)."""
         tracer = self.tracer
-        log = logs.get("trace") if tracer.log_trace else None
-        steps = self.step_table
         is_root = self is tracer.root
-        inst = None
+        steps = self.step_table if is_root else _inner_steps(self.step_table)
+        if tracer.log_trace:
+            steps = _logged(self, steps)
+        stack, graph, shape_env = self.stack, tracer.graph, tracer.shape_env
+        inst = ip = None
         try:
             self.check_length()
         except Unsupported as e:
             raise self._locate(e)
         while True:
-            if tracer.generators:  # (frames keep their operands from the first generator on)
-                self.operands = None
-                if tracer.pending and (inst is None or inst.opname not in ONLY_PUSH):
-                    self._finalize()  # (the previous instruction may have let go of a generator's last reference)
-                self.operands = list(self.stack)
-            ip = self.ip
-            inst, fn, keep = steps[ip]
-            if is_root:  # (where a break may resume: elsewhere a break runs the whole call eagerly)
-                if keep and (keep == 3 or type(self.stack[-1]) is not ConstVar or
-                             keep == 2 and type(self.stack[-2]) is not ConstVar):
-                    self.checkpoint = Checkpoint(self)
-                elif self.checkpoint is not None:
-                    self.checkpoint = None
-                    checkpoint_dropped()
-            self.ip = ip + 1
-            if log is not None:
-                log.debug("%s%s:%s %s %s %s", "  " * tracer.depth, self.code.co_name, self.lineno, inst.opname,
-                          inst.argrepr, self.stack)
             try:
-                fn(self, inst)
+                while True:
+                    if tracer.generators:  # (frames keep their operands from the first generator on)
+                        self.operands = None
+                        if tracer.pending and (inst is None or inst.opname not in ONLY_PUSH):
+                            self._finalize()  # (the previous instruction may have let go of a generator's last reference)
+                        self.operands = list(stack)
+                    ip = self.ip
+                    inst, fn, keep = steps[ip]
+                    if keep:  # (where a break may resume: elsewhere a break runs the whole call eagerly)
+                        if keep == 4:  # a binary operator (see below)
+                            a, b = type(stack[-2]), type(stack[-1])
+                            take = (a is not ConstVar or b is not ConstVar) and not (
+                                (a is TensorVar and (b is TensorVar or b is ConstVar) or a is ConstVar and b is TensorVar)
+                                and not self.may_catch and not graph.data_dependent and not shape_env.hints)
+                        else:
+                            take = keep == 3 or keep == 2 and type(stack[-2]) is not ConstVar or \
+                                type(stack[-1]) is not ConstVar
+                        if take:
+                            self.checkpoint = Checkpoint(self)
+                        elif self.checkpoint is not None:
+                            self.checkpoint = None
+                            checkpoint_dropped()
+                    elif self.checkpoint is not None:
+                        self.checkpoint = None
+                        checkpoint_dropped()
+                    self.ip = ip + 1
+                    fn(self, inst)
             except Return as r:
                 if is_root and tracer.pending:  # (its frame goes: what only its locals held, too)
                     self._finalize(r.value)
