@@ -54,10 +54,12 @@ ONLY_PUSH = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "L
 def instructions_of(code: types.CodeType):
     """The instructions of `code`, their indices by offset, its try/with facts, its exception
     handlers, and what the step loop reads of each instruction: (the instruction, its handler,
-    the checkpoint it takes there: compat.checkpoint_kind), then each one's line (that of the
-    last instruction before it that has one, where it has none)."""
+    the checkpoint it takes there: compat.checkpoint_kind) -- for the root frame, and for an
+    inlined one (no checkpoint: only the root frame's are resumed from) -- then each one's line
+    (that of the last instruction before it that has one, where it has none)."""
     insts = list(dis.get_instructions(code))
     steps = tuple((inst, _handler_of(inst), compat.checkpoint_kind(inst, code)) for inst in insts)
+    steps = (steps, tuple((inst, fn, 0) for inst, fn, _ in steps))  # (an inlined frame's: no checkpoint kept)
     lines, line = [], code.co_firstlineno
     for inst in insts:
         if inst.positions is not None and inst.positions.lineno is not None:
@@ -65,12 +67,6 @@ def instructions_of(code: types.CodeType):
         lines.append(line)
     return insts, {inst.offset: i for i, inst in enumerate(insts)}, handled_offsets(code, insts), \
         exception_handlers(code), steps, tuple(lines)
-
-
-@functools.lru_cache(maxsize=4096)
-def _inner_steps(steps: tuple) -> tuple:
-    """An inlined frame's steps: no checkpoint kept anywhere (only the root frame's are resumed from)."""
-    return tuple((inst, fn, 0) for inst, fn, _ in steps)
 
 
 def _logged(frame, steps: tuple) -> tuple:
@@ -585,10 +581,10 @@ class Frame:
     def _run(self) -> Var:
         """Run the frame's instructions from `ip` until it returns (Return) or raises. The root
         frame keeps a checkpoint before each instruction a break may resume from (see
-        compat.checkpoint_kind); an inlined frame's steps keep none (`inner_steps`: a break there
-        runs the whole call eagerly). The step loop is what runs per instruction: the
-        exceptions are caught outside it (and it starts again where a handler of the frame's
-        caught one), logging wraps the handlers (`_logged`).
+        compat.checkpoint_kind); an inlined frame's steps keep none (see instructions_of: a
+        break there runs the whole call eagerly). The step loop is what runs per instruction:
+        the exceptions are caught outside it (and it starts again where a handler of the
+        frame's caught one), logging wraps the handlers (`_logged`).
 
         A binary operator on a tensor and a tensor or a number is recorded as an op, and an op
         breaks only where an `except` may see it, a size came from data or sizes are symbols
@@ -597,7 +593,7 @@ class Frame:
         did not foresee, runs the whole call eagerly)."""
         tracer = self.tracer
         is_root = self is tracer.root
-        steps = self.step_table if is_root else _inner_steps(self.step_table)
+        steps = self.step_table[0 if is_root else 1]
         if tracer.log_trace:
             steps = _logged(self, steps)
         stack, graph, shape_env = self.stack, tracer.graph, tracer.shape_env
