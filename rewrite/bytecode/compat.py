@@ -350,13 +350,16 @@ def checkpoint_kind(inst, code) -> int:
     unless the top 1 or 2 values are constants (a jump on a constant, `i % 2`: nothing there
     can break, and an unforeseen break without a checkpoint runs the whole call eagerly); 3,
     one always; 4 (a binary operator, not in place), as 2, and none either where its operands
-    are tensors and numbers while nothing unusual is on (see trace.interpreter.Frame._run)."""
+    are tensors and numbers while nothing unusual is on; 5 (an attribute), as 1, and none either
+    where it reads a module's attribute read before (see trace.interpreter.Frame._run)."""
     if not break_point(inst, code):
         return 0
     if inst.opname in BREAK_JUMPS:
         return 1
     if inst.opname == "BINARY_OP" and not BINARY_OPS[inst.arg].endswith("="):
         return 4
+    if inst.opname == "LOAD_ATTR":
+        return 5
     return ON_CONSTANTS.get(inst.opname, 3)
 
 

@@ -618,6 +618,11 @@ class Frame:
                             take = (a is not ConstVar or b is not ConstVar) and not (
                                 (a is TensorVar and (b is TensorVar or b is ConstVar) or a is ConstVar and b is TensorVar)
                                 and not self.may_catch and not graph.data_dependent and not shape_env.hints)
+                        elif keep == 5:  # an attribute: a module's read before is what it read (ops.getattr_)
+                            v = stack[-1]
+                            take = type(v) is not ConstVar and not (
+                                type(v) is ObjectVar and (id(v.value), inst.argval) in tracer.module_reads and
+                                type(v.value) is types.ModuleType and not tracer.side_effects.stores)
                         else:
                             take = keep == 3 or keep == 2 and type(stack[-2]) is not ConstVar or \
                                 type(stack[-1]) is not ConstVar
