@@ -69,7 +69,7 @@ def instructions_of(code: types.CodeType):
         exception_handlers(code), steps, tuple(lines)
 
 
-def _logged(frame, steps: tuple) -> tuple:
+def _logged(steps: tuple) -> tuple:
     """`steps` with each handler logging its instruction first (REWRITE_LOGS=trace)."""
     log = logs.get("trace")
 
@@ -595,7 +595,7 @@ class Frame:
         is_root = self is tracer.root
         steps = self.step_table[0 if is_root else 1]
         if tracer.log_trace:
-            steps = _logged(self, steps)
+            steps = _logged(steps)
         stack, graph, shape_env = self.stack, tracer.graph, tracer.shape_env
         inst = ip = None
         try:
