@@ -49,10 +49,9 @@ _UNARY_FUNCTIONS = {fn: sym for sym, fn in UNARY.items()}
 
 
 def getattr_(frame, obj: Var, name: str) -> Var:
-    if type(obj) is ObjectVar and type(obj.value) is types.ModuleType:  # a trusted module's attribute
-        tracer = frame.tracer  # read before (`torch.relu`): what it read
-        known = tracer.module_reads.get((id(obj.value), name))
-        if known is not None and not tracer.side_effects.stores:  # (see Tracer.module_reads)
+    if type(obj) is ObjectVar:  # a module's attribute read before (`torch.relu`): what it read
+        known = frame.tracer.module_attr(obj.value, name)
+        if known is not None:
             return known
     if name == "__class__" and not isinstance(obj, (TensorVar, ObjectVar, InstanceVar, SuperVar)):
         return ObjectVar(python_type(obj))

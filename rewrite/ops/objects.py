@@ -75,11 +75,7 @@ def getattr_object(frame, var: ObjectVar, name: str) -> Var:
         if hook is not None:  # the class's own __getattribute__ (a transformers config's)
             return hooked_getattr(frame, var, name, hook)
         return generic_getattr(frame, var, name)
-    tracer = frame.tracer
-    if not tracer.side_effects.stores and type(value) is types.ModuleType:
-        known = tracer.module_reads.get((id(value), name))
-        if known is not None:  # (read before, and nothing written since: see Tracer.module_reads)
-            return known
+    tracer = frame.tracer  # (a module's attribute read before: found by ops.getattr_ already)
     source = AttrSource(var.source, name) if var.source is not None else None
     if source is not None:
         stored = tracer.side_effects.load(source, location(value, name))

@@ -399,10 +399,10 @@ def call_function(frame, fn, args, kwargs) -> Var:
 def call_operator(frame, fn, a: Var, b: Var) -> Var:
     """Record `fn(a, b)`, a binary operator of the operator module, on tensors (call_function's,
     its name known)."""
-    return _record(frame, "call_function", fn, (a, b), _NO_KWARGS, fn.__name__)
+    return _record(frame, "call_function", fn, (a, b), _NO_KEYWORDS, fn.__name__)
 
 
-_NO_KWARGS: dict = {}  # (an op's keywords when it has none: read, never written)
+_NO_KEYWORDS: dict = {}  # (an op's keywords when it has none: read, never written)
 
 
 # ops whose values (not sizes or dtypes, which guards pin) can make them raise: an index out
@@ -452,7 +452,7 @@ def _record(frame, kind, target, args, kwargs, name) -> Var:
                               "is off", "set rewrite.config.capture_dynamic_output_shape_ops = True to record it")
     if in_try:
         graph.ops_in_try = True  # (no switch to copies midway: see GraphBuilder._copy_written)
-    node, result = graph.call(kind, target, tuple(args), dict(kwargs) if kwargs else _NO_KWARGS)
+    node, result = graph.call(kind, target, tuple(args), dict(kwargs) if kwargs else _NO_KEYWORDS)
     if frame is tracer.root:
         tracer.root_ops += 1  # (what runs outside any graph if this frame runs eagerly: Entry.eager_ops)
     if (name in VALUE_ERRORS or type(name) is not str) and _may_raise_on_values(node, target, name, args, kwargs):

@@ -140,7 +140,7 @@ class Tracer:
         self.by_identity: dict[int, Var] = {}  # id(object) -> its Var (objects kept alive by the call)
         # (id(globals or module), name) -> the Var of a module read as a global, of a trusted
         # module's attribute: read again while the trace has written no source (Frame.load_global,
-        # ops.objects.getattr_object), without making its source and asking side_effects again
+        # module_attr), without making its source and asking side_effects again
         self.module_reads: dict[tuple, Var] = {}
         self.kept: list = []  # objects the trace made to read (copies), alive as long as it: ids stay unique
         self.traced_ids: dict = {}  # id(Var) -> (Var, TracedId): id() of values the trace made
@@ -230,6 +230,13 @@ class Tracer:
     def errors_on_break(self) -> bool:
         """Whether a graph break here raises (torch._dynamo.error_on_graph_break(True) is on)."""
         return self.break_errors[-1] if self.break_errors else self.errors_at_start
+
+    def module_attr(self, value, name: str) -> Var | None:
+        """The Var of module `value`'s attribute `name` read before in this trace, while it has
+        written no source (see module_reads), or None."""
+        if type(value) is types.ModuleType and not self.side_effects.stores:
+            return self.module_reads.get((id(value), name))
+        return None
 
     def read_grad_mode(self) -> bool:
         """Grad mode was read while tracing: the entry is only valid when called under the
@@ -621,8 +628,7 @@ class Frame:
                         elif keep == 5:  # an attribute: a module's read before is what it read (ops.getattr_)
                             v = stack[-1]
                             take = type(v) is not ConstVar and not (
-                                type(v) is ObjectVar and (id(v.value), inst.argval) in tracer.module_reads and
-                                type(v.value) is types.ModuleType and not tracer.side_effects.stores)
+                                type(v) is ObjectVar and tracer.module_attr(v.value, inst.argval) is not None)
                         else:
                             take = keep == 3 or keep == 2 and type(stack[-2]) is not ConstVar or \
                                 type(stack[-1]) is not ConstVar
