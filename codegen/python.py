@@ -1,4 +1,4 @@
-"""The `python` backend: an FX graph becomes straight-line Python source calling torch.
+"""The `python` backend: a graph (the trace's own, or an FX graph) becomes straight-line Python source calling torch.
 
     def forward(x, y):
         mul = x * 2
@@ -24,7 +24,7 @@ import sys
 import torch
 import torch.fx
 
-from rewrite import codeload, logs
+from rewrite import codeload, logs, nodes
 from rewrite.guards.source import attr_expr, comment, is_identifier, is_literal, py_str
 from rewrite.registry import register_backend
 
@@ -49,7 +49,8 @@ LEVEL = {**{fn: COMPARISON for fn in (operator.lt, operator.le, operator.eq, ope
 # whether a right one is): comparisons chain, `**` groups to the right, the others to the left
 FORMS = {fn: (f" {sym} ", LEVEL[fn], LEVEL[fn] in (COMPARISON, POWER), LEVEL[fn] != POWER) for fn, sym in BINARY.items()}
 RESERVED = {"torch", "operator"}
-Node = torch.fx.Node
+Node, Traced = torch.fx.Node, nodes.Node  # (a graph of torch's world; a trace's own)
+NODES = (Traced, Node)
 SET_GRAD = torch._C._set_grad_enabled
 MAX_NESTING = 6  # values written into one statement at most (a longer chain starts a new one)
 
@@ -64,7 +65,7 @@ class _Names(dict):
         self.avoid, self.inputs = avoid, inputs
 
     def __missing__(self, n):
-        expr = self.inputs.get(n)
+        expr = self.inputs.get(n.name)
         if expr is not None and expr.isidentifier():
             name = expr  # the parameter itself
         else:
@@ -76,16 +77,18 @@ class _Names(dict):
 
 
 class Renderer:
-    def __init__(self, graph: torch.fx.Graph, taken=(), inputs: dict | None = None):
-        """`taken`: names the code must not shadow; `inputs`: placeholder -> the expression it reads."""
+    def __init__(self, graph, taken=(), inputs: dict | None = None):
+        """`graph`: an fx.Graph or a trace's (rewrite.nodes.Graph); `taken`: names the code must
+        not shadow; `inputs`: a placeholder's name -> the expression it reads (by name: a
+        backend that hands the graph on may hand on a copy, torch.fx's, of the trace's)."""
         self.graph = graph
         self.consts: dict[str, object] = {}
         self._const_ids: dict[int, str] = {}
         self.inputs = inputs or {}
         self.taken = set(taken)
         self.names = _Names(RESERVED | self.taken, self.inputs)  # node -> its name (made when first asked)
-        self.inline: dict[torch.fx.Node, str] = {}  # node -> its expression, where its user holds it
-        self._level: dict[torch.fx.Node, int] = {}  # inlined node -> how tightly its expression binds
+        self.inline: dict[Node | Traced, str] = {}  # node -> its expression, where its user holds it
+        self._level: dict[Node | Traced, int] = {}  # inlined node -> how tightly its expression binds
         self._refs: dict = {}  # id(function) -> how the code names it (function_ref)
 
     def const(self, obj) -> str:
@@ -98,11 +101,11 @@ class Renderer:
 
     def arg(self, a) -> str:
         t = type(a)
-        if t is Node:
+        if t is Traced or t is Node:
             return self.inline.get(a) or self.names[a]
         if t is int or t is bool or t is float and math.isfinite(a):
             return repr(a)  # (numbers: most constants, without the walk below)
-        if isinstance(a, Node):
+        if isinstance(a, NODES):
             return self.inline.get(a) or self.names[a]
         if isinstance(a, tuple):
             inner = ", ".join(self.arg(x) for x in a)
@@ -127,7 +130,7 @@ class Renderer:
         right operand of a left-associative operator, either side of a comparison, the left
         of `**`). A negative number is parenthesized too (`(-2) ** x`)."""
         t = type(a)
-        if t is Node:
+        if t is Traced or t is Node:
             text = self.inline.get(a)
             if text is None:
                 return self.names[a]  # (a name binds tightest)
@@ -137,7 +140,7 @@ class Renderer:
             return f"({text})" if text[0] == "-" and (UNARY_LEVEL < level or UNARY_LEVEL == level and tie) else text
         else:
             text = self.arg(a)
-            inner = self._level.get(a, PRIMARY) if isinstance(a, Node) else UNARY_LEVEL if text[:1] == "-" else PRIMARY
+            inner = self._level.get(a, PRIMARY) if isinstance(a, NODES) else UNARY_LEVEL if text[:1] == "-" else PRIMARY
         return f"({text})" if inner < level or inner == level and tie and inner != PRIMARY else text
 
     def _binary(self, t, a) -> str:
@@ -240,9 +243,7 @@ class Renderer:
                     break
             else:
                 return uses == 1
-        uses = []
-        torch.fx.node.map_arg((after.args, after.kwargs), lambda n: uses.append(n) if n is node else None)
-        return len(uses) == 1
+        return _uses((after.args, after.kwargs), node) == 1
 
     def render(self, fn_name: str = "forward", params=None, result=None, on_error=None) -> str:
         """The function's source. By default it takes the placeholders and returns the output
@@ -254,13 +255,13 @@ class Renderer:
         position = {n: i for i, n in enumerate(nodes)}  # (a value dies after its last user)
         lines = [f"def {fn_name}({', '.join(params)}):"]
         body, end = [], []
-        nesting: dict[torch.fx.Node, int] = {}  # node -> values written into its statement
+        nesting: dict[Node | Traced, int] = {}  # node -> values written into its statement
         names, inline = self.names, self.inline
         for n, after in zip(nodes, [*nodes[1:], None]):
             op = n.op
             if op == "placeholder":
-                if names[n] != self.inputs.get(n, names[n]):
-                    lines.append(f"    {names[n]} = {self.inputs[n]}")
+                if names[n] != self.inputs.get(n.name, names[n]):
+                    lines.append(f"    {names[n]} = {self.inputs[n.name]}")
                 continue
             if op == "output":
                 outs = [self.arg(o) for o in n.args[0]]
@@ -286,10 +287,23 @@ class Renderer:
         return "\n".join(lines + body + end) + "\n"
 
 
-def fused_entry_source(graph: torch.fx.Graph, params, inputs: dict, result, taken, on_error=None) -> tuple[str, dict]:
+def _uses(a, node) -> int:
+    """How many times `a` (arguments: tuples, lists, dicts, slices of them) holds `node`."""
+    if a is node:
+        return 1
+    if isinstance(a, (tuple, list)):
+        return sum(_uses(x, node) for x in a)
+    if isinstance(a, dict):
+        return sum(_uses(x, node) for x in a.values())
+    if isinstance(a, slice):
+        return _uses(a.start, node) + _uses(a.stop, node) + _uses(a.step, node)
+    return 0
+
+
+def fused_entry_source(graph, params, inputs: dict, result, taken, on_error=None) -> tuple[str, dict]:
     """An entry function with the graph's statements inlined: no call, no output tuple.
 
-    `inputs` maps each placeholder to the expression reading it from the frame, `result`
+    `inputs` maps each placeholder's name to the expression reading it from the frame, `result`
     turns the list of output names into the statements that end the entry (a `return`).
     """
     r = Renderer(graph, taken=set(params) | set(taken), inputs=inputs)
@@ -304,7 +318,7 @@ class CompiledGraph:
     compiler finds the method on the object: it imports no backend).
     """
 
-    def __init__(self, graph: torch.fx.Graph, name: str):
+    def __init__(self, graph, name: str):
         self.graph = graph
         self.name = name
         self._fn = None

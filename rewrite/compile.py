@@ -1,6 +1,6 @@
 """From one call's arguments to one cache entry, as a flat list of named passes:
 
-    capture  -> trace the frame symbolically into an fx graph, guards and an output Var
+    capture  -> trace the frame symbolically into a graph (rewrite.nodes), guards and an output Var
     outputs  -> decide what the graph returns and how the entry rebuilds the Python result
     backend  -> backend(GraphModule, example_inputs) -> callable
     guards   -> generate the guard closure
@@ -22,6 +22,7 @@ from torch.autograd.graph import increment_version
 
 from . import breaks, codeload, config, handoff, logs, registry, strict
 from .bytecode.resume import exhausted_generator, list_iterator_at, primed, suspended_code
+from .nodes import to_fx
 from .slot import NEXT
 
 try:  # generates the GraphModule's own Python code only if someone asks for it
@@ -92,7 +93,7 @@ class Entry:
 class Capture:
     tracer: Tracer
     result: Var
-    graph_outputs: list = field(default_factory=list)  # fx nodes, in output order
+    graph_outputs: list = field(default_factory=list)  # graph nodes (rewrite.nodes), in output order
     output_values: list = field(default_factory=list)  # what the trace computed for each of them
     render: object = None  # (i -> how graph output i is read, assign) -> statements; see plan_outputs
     consts: Consts = field(default_factory=Consts)
@@ -106,23 +107,38 @@ class Capture:
         self.output_values = []
 
 
-def capture(code, globals_, params, args, dynamic=None) -> Capture:
+def capture(code, globals_, params, args, dynamic=None, facts: bool = True) -> Capture:
     """Trace on the real inputs; if the code writes into one, again on copies of them (the
     trace must leave the inputs as they are: the entry does the writing, when it runs).
-    `dynamic`: the dispatcher's DynamicPolicy (which sizes are symbols)."""
-    tracer = Tracer(code, globals_, params, args, dynamic=dynamic)
+    `dynamic`: the dispatcher's DynamicPolicy (which sizes are symbols); `facts`: whether the
+    backend may read the facts of the ops' results (see reads_facts)."""
+    tracer = Tracer(code, globals_, params, args, dynamic=dynamic, facts=facts)
     try:
         try:
             result = tracer.run()
         except WritesInputs:
             tracer.release()
-            tracer = Tracer(code, globals_, params, args, clone_inputs=True, dynamic=dynamic)
+            tracer = Tracer(code, globals_, params, args, clone_inputs=True, dynamic=dynamic, facts=facts)
             result = tracer.run()
     except Unsupported as e:
         e.guards = tracer.guards  # a fallback entry is guarded by what was read before the break
         e.tracer = tracer
         raise
     return Capture(tracer, result)
+
+
+def reads_facts(backend) -> bool:
+    """Whether the backend a dispatcher's `backend` option names may read the facts of the ops'
+    results (trace.graph._describe): any backend but the python backend -- which is also the
+    default where no tensor can be on a CUDA device (registry.default_backend)."""
+    if backend is None:
+        return _cuda_available()
+    return backend != "python" and backend is not registry.lookup_backend("python")[1]
+
+
+@functools.cache
+def _cuda_available() -> bool:
+    return torch.cuda.is_available()
 
 
 def plan_outputs(cap: Capture) -> None:
@@ -310,18 +326,18 @@ def _generator(cap: Capture, gen, rebuild) -> str:
 
 
 class LazyModule:
-    """What the python backend is given of a graph: the graph itself (it reads nothing else), and
-    the GraphModule made of it when first asked for -- by explain, the logs, a failing graph's
+    """What the python backend is given of a graph: the trace's graph itself (it reads nothing
+    else), and the GraphModule made of it (of its torch.fx copy: nodes.to_fx) when first asked for -- by explain, the logs, a failing graph's
     run (GraphFailure): torch makes a class for each GraphModule, which costs a first call more
     than any op does."""
     __slots__ = ("graph", "_rewrite_name", "_made")
 
-    def __init__(self, graph: torch.fx.Graph, name: str):
+    def __init__(self, graph, name: str):
         self.graph, self._rewrite_name, self._made = graph, name, None
 
     def get(self) -> torch.fx.GraphModule:
         if self._made is None:
-            self._made = GraphModule(torch.nn.Module(), self.graph)
+            self._made = GraphModule(torch.nn.Module(), to_fx(self.graph))
             self._made._rewrite_name = self._rewrite_name
         return self._made
 
@@ -335,13 +351,16 @@ def call_backend(cap: Capture, backend_name: str, backend, name: str):
     try:
         native = backend is registry.lookup_backend("python")[1]
         if not native:  # (it reads no example values: graph._describe;
+            if not graph.facts:  # (see reads_facts)
+                raise Unsupported(f"backend {backend_name!r} was not foreseen when the trace began: it kept no "
+                                  "facts of the ops' results for it")
             example_values(graph.graph)  # explain's recording backend hands the graph on to whichever)
         given = handoff.Handoff(graph) if handoff.needed(backend) else None  # (before the module:
-        fx_graph, records = _records_apart(graph.graph) if handoff.needed(backend) else (graph.graph, [])
+        fx_graph, records = _records_apart(to_fx(graph.graph)) if handoff.needed(backend) else (graph.graph, [])
         if native and given is None:
             gm = LazyModule(fx_graph, name)
         else:
-            gm = GraphModule(torch.nn.Module(), fx_graph)  # it adds graph inputs)
+            gm = GraphModule(torch.nn.Module(), to_fx(fx_graph))  # it adds graph inputs)
             gm._rewrite_name = name
         if given is not None and not given.propagate(gm):
             given = None  # (a static graph whose meta cannot be faked: as traced)
@@ -622,7 +641,7 @@ def entry_source(cap: Capture | None, compiled, params, name: str, consts: Const
         consts.values["___MISS"] = miss
         body = f"def entry({', '.join(args)}):\n    return ___MISS\n"
     elif fused is not None:  # the python backend's statements, inlined into the entry
-        inputs = {node: guard.expr(src) for src, _, node in cap.tracer.graph.inputs}
+        inputs = {node.name: guard.expr(src) for src, _, node in cap.tracer.graph.inputs}
 
         def ending(outs):  # the result rebuilt and returned -- or, at a graph break, the break and the rest
             if brk is None:
@@ -899,7 +918,8 @@ def _compile_entry(dispatcher, args, traced: list, hooks_aside: bool = False) ->
     code, globals_, params = dispatcher.code, dispatcher.globals, dispatcher.params
     name = f"{dispatcher.qualname.rpartition('.')[2]}_{dispatcher.compiles}"
     try:
-        cap = capture(code, globals_, params, args, DynamicPolicy(dispatcher.options.dynamic, dispatcher.frame_state))
+        cap = capture(code, globals_, params, args, DynamicPolicy(dispatcher.options.dynamic, dispatcher.frame_state),
+                      reads_facts(dispatcher.options.backend))
         cap.hooks_aside = hooks_aside
         traced.append(cap)
         phases.done("trace")

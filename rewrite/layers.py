@@ -15,7 +15,8 @@ Names are modules of the `rewrite` package ("" is `rewrite/__init__`); `codegen`
 
 LAYERS = (
     # name, modules in their order (a module may import those before it), layers it may import (None: all below)
-    ("leaves", ("layers", "errors", "watch", "config", "logs", "slot", "symbolic", "registry", "codeload"), None),
+    ("leaves", ("layers", "errors", "watch", "config", "logs", "slot", "symbolic", "registry", "codeload", "nodes"),
+     None),
     ("guards", ("guards.source", "guards.guard", "guards.codegen", "guards.shapes"), None),
     ("bytecode", ("bytecode.compat", "bytecode.route", "bytecode.splice", "bytecode.fastsplice", "bytecode.resume",
                   "bytecode", "bytecode.dynamo"), ("leaves",)),

@@ -1,5 +1,5 @@
-"""What makes a first call cheap changes nothing a call computes: fx nodes made without torch's
-per-node checks name and link as torch's do, ops that write nothing run without the write check
+"""What makes a first call cheap changes nothing a call computes: the trace's own nodes name
+as torch.fx's do, ops that write nothing run without the write check
 (writes into inputs still found), the guard closure compiled only when first needed, the
 REWRITE_LOGS=perf_hints report. Each against eager."""
 import logging
@@ -9,7 +9,6 @@ import torch
 
 import rewrite
 from rewrite import dispatcher_of, jit
-from rewrite.trace import graph as graph_module
 
 from conftest import CompileCounter, assert_same, eager_copy
 
@@ -20,17 +19,25 @@ def _chain(x, w):
     return torch.nn.functional.layer_norm(y, y.shape[-1:]), z.softmax(0)
 
 
-def test_fast_nodes_make_the_graph_torch_makes(monkeypatch):
+def test_the_trace_names_its_nodes_as_torch_fx_names_them():
+    """The trace's own nodes (rewrite.nodes) are named by fx's rules: its graph, handed to a
+    backend, reads as the graph torch.fx makes of the same ops in the same order."""
     x, w = torch.randn(4, 4), torch.randn(4, 4)
-    codes = []
-    for fast in (True, False):
-        monkeypatch.setattr(graph_module, "_FAST_NODES", fast)
-        rewrite.reset()
-        counter = CompileCounter()
-        fn = jit(eager_copy(_chain), backend=counter)
-        assert_same(fn(x, w), _chain(x, w))
-        codes.append(counter.graphs[0].code)
-    assert codes[0] == codes[1]
+    counter = CompileCounter()
+    fn = jit(eager_copy(_chain), backend=counter)
+    assert_same(fn(x, w), _chain(x, w))
+    gm = counter.graphs[0]
+    made, env = torch.fx.Graph(), {}
+    for n in gm.graph.nodes:  # the same ops, named by torch.fx itself
+        if n.op == "placeholder":
+            env[n] = made.placeholder(n.target)
+        elif n.op == "output":
+            made.output(torch.fx.node.map_arg(n.args[0], env.__getitem__))
+        else:
+            env[n] = made.create_node(n.op, n.target, torch.fx.node.map_arg(n.args, env.__getitem__),
+                                      torch.fx.node.map_arg(n.kwargs, env.__getitem__))
+    assert torch.fx.GraphModule(torch.nn.Module(), made).code == gm.code
+    assert_same(gm(x, w), _chain(x, w))
 
 
 def test_pure_ops_on_inputs_and_writes_into_inputs():

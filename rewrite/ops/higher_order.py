@@ -20,6 +20,7 @@ import types
 import torch
 import torch.fx
 
+from .. import nodes
 from ..errors import Unsupported
 from ..values.vars import (ConstVar, DictVar, ListVar, ObjectVar, SymIntVar, TensorVar, TupleVar, Var, end_watch,
                            mutations, start_watch)
@@ -104,7 +105,7 @@ def trace_body(frame, fn: Var, args: list[Var], kwargs: dict, params: list[Var],
         for used in n.all_input_nodes:
             if used not in inside:
                 lift(used)
-        env[n] = sub.node_copy(n, lambda x: env[x])
+        env[n] = nodes.copy_node(sub, n, env.__getitem__)
     sub.output(tuple(env[v.node] if v.node in env else lift(v.node) for v in leaves))
     if any(u not in inside for n in body for u in n.users):
         raise Unsupported(f"a value computed inside {what} is used outside it")

@@ -1,4 +1,4 @@
-"""The graph builder: owns the torch.fx.Graph, nothing else does.
+"""The graph builder: owns the trace's graph (a `rewrite.nodes.Graph`), nothing else does.
 
 The interpreter asks it for placeholders (one per input source) and op calls. Each op is
 run on the real values while it is recorded ("tracing may run the real ops"), so shapes,
@@ -6,7 +6,6 @@ dtypes and the op's own errors are exactly eager's.
 """
 from __future__ import annotations
 
-import collections
 import operator
 import re
 import types
@@ -15,10 +14,9 @@ import weakref
 
 import numpy
 import torch
-import torch.fx
-import torch.fx.graph as _fx_graph
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .. import nodes
 from ..errors import Unsupported, UserError, WritesInputs
 from ..guards.source import Source
 from ..values.vars import (ConstVar, DictVar, IdentityKey, ListVar, ObjectVar, ScalarVar, SymIntVar, TensorVar,
@@ -26,28 +24,31 @@ from ..values.vars import (ConstVar, DictVar, IdentityKey, ListVar, ObjectVar, S
 
 
 class GraphBuilder:
-    def __init__(self, clone_inputs: bool = False):
+    def __init__(self, clone_inputs: bool = False, facts: bool = True):
         """With `clone_inputs`, the trace runs on copies of the inputs (see `input_copy`): the
-        user's code writes into its inputs, and the trace must not do so before the entry runs."""
+        user's code writes into its inputs, and the trace must not do so before the entry runs.
+        Without `facts`, the graph goes to the python backend, which reads no facts of the ops'
+        results (see _describe): none are kept."""
         self.clone_inputs = clone_inputs
+        self.facts = facts
+        self._describe = _describe if facts else _mark
         self.ops_in_try = False  # (an op an `except` covers was recorded, or is being recorded: see _copy_written)
         self.copied_lazily = False  # the trace began on the real inputs and went on on copies (_copy_written)
         self._copies: dict = {}  # storage of an input -> its copy (inputs sharing memory still do)
         self._originals: dict = {}  # id(copy) -> the input it copies
         self._copied_at: dict = {}  # id(copy) -> its version counter when made (see writes_into_copy)
-        self.graph = torch.fx.Graph()
-        self.inputs: list[tuple[Source, torch.Tensor, torch.fx.Node]] = []
+        self.graph = nodes.Graph()
+        self.inputs: list[tuple[Source, torch.Tensor, nodes.Node]] = []
         self._by_source: dict[Source, TensorVar] = {}
         self._names: set[str] = set()
         self.input_storages: set[int] = set()
         self.op_count = 0
         self.data_dependent = False  # whether an op's output shape came from data (ops.tensors._record)
-        self._created: list[torch.fx.Node] = []  # every node, in creation order (for rollback)
+        self._created: list[nodes.Node] = []  # every node, in creation order (for rollback)
         # the nodes the entry's checks ask about (rewrite/compile.py), in creation order: those that
         # draw random numbers, make a log record, may raise on their values, switch grad mode or
         # enter a context (a mode) -- what they find without a walk of every node
-        self.marked: list[torch.fx.Node] = []
-        self._last_placeholder = None
+        self.marked: list[nodes.Node] = []
         self.input_ids: set[int] = set()
         self._write_check = _InputWriteCheck(self.input_storages, self.input_ids)
         self._real_of: dict = {}  # node -> a weak reference to the real tensor it computed
@@ -112,11 +113,8 @@ class GraphBuilder:
     def _input_node(self, source: Source, value):
         """A placeholder for `source`; placeholders go first, in the order inputs were met."""
         name = self._fresh(_NON_WORD.sub("_", source.name()).strip("_") or "arg")
-        where = self._last_placeholder
-        with (self.graph.inserting_after(where) if where else self.graph.inserting_before(None)):
-            node = self.graph.placeholder(name)
+        node = self.graph.placeholder(name)
         self._created.append(node)
-        self._last_placeholder = node
         node.meta["example_value"] = value
         node.meta["source"] = source
         self.inputs.append((source, value, node))
@@ -171,8 +169,8 @@ class GraphBuilder:
             raise Unsupported(f"{_target_name(target)} writes into memory the trace does not own ({e.op})") from None
         except Exception as e:
             raise UserError(e) from e
-        node = new_node(self.graph, kind, target, fx_args, fx_kwargs)
-        _describe(node, result)
+        node = self.graph.create_node(kind, target, fx_args, fx_kwargs)
+        self._describe(node, result)
         meta = node.meta
         meta["seeded"] = seeded
         meta["writes"] = wrote  # what backends reorder by (codegen/schedule.py)
@@ -287,7 +285,7 @@ class GraphBuilder:
                     items.append(ConstVar(None))
                 else:
                     item = self.graph.call_function(operator.getitem, (node, i))
-                    _describe(item, r)
+                    self._describe(item, r)
                     item.meta["writes"] = False
                     self._created.append(item)
                     self._real_of[item] = weakref.ref(r)
@@ -313,27 +311,22 @@ class GraphBuilder:
         """Erase the op nodes made since `mark` (moved to a graph of their own); the inputs they
         made stay graph inputs."""
         made = self._created[mark[0]:]
-        for node in reversed(made):
-            if node.op != "placeholder":
-                self.graph.erase_node(node)
+        gone = {n for n in made if n.op != "placeholder"}
+        self.graph.erase(gone)
         self._created[mark[0]:] = [n for n in made if n.op == "placeholder"]
         self.op_count = mark[1]
-        gone = set(made)
         self.marked = [n for n in self.marked if n not in gone]
 
     def rollback(self, mark: tuple) -> None:
         """Forget every node made since `mark` (a graph break keeps only what came before)."""
         n, ops = mark
         doomed = set(self._created[n:])
-        for node in reversed(self._created[n:]):
-            self.graph.erase_node(node)
+        self.graph.erase(doomed)
         del self._created[n:]
         self.op_count = ops
         self.marked = [node for node in self.marked if node not in doomed]
         self.inputs = [entry for entry in self.inputs if entry[2] not in doomed]
         self._by_source = {s: v for s, v in self._by_source.items() if v.node not in doomed}
-        placeholders = [node for node in self.graph.nodes if node.op == "placeholder"]
-        self._last_placeholder = placeholders[-1] if placeholders else None
 
     def output(self, nodes: list) -> None:
         self.graph.output(tuple(nodes))
@@ -460,67 +453,7 @@ PURE_METHODS = frozenset({
 PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
-def new_node(graph: torch.fx.Graph, kind: str, target, args: tuple, kwargs: dict) -> torch.fx.Node:
-    """`graph.create_node(kind, target, args, kwargs)` without what the trace never needs: the scan
-    of the arguments for raw SymInts (a graph's sizes here are nodes) and the target's name made
-    again each time -- where this torch's Graph has the internals it works through (else as torch)."""
-    if not _FAST_NODES:
-        return graph.create_node(kind, target, args, kwargs)
-    try:
-        candidate = _CANDIDATES.get(target)
-    except TypeError:  # (an unhashable target: named each time, as torch names it)
-        candidate = (graph._target_to_str(target), False)
-    if candidate is None:
-        name = graph._target_to_str(target)
-        candidate = _CANDIDATES[target] = (name, _plain_name(name))
-    namespace = graph._graph_namespace
-    if candidate[1]:  # (a plain base, most ops': see _plain_name)
-        base = candidate[0]
-        used, counts = namespace._used_names, namespace._base_count
-        num, name = counts.get(base, 0), base
-        while name in used:
-            num += 1
-            name = f"{base}_{num}"
-        used.add(name)
-        counts[base] = num
-    else:
-        name = namespace.create_name(candidate[0], None)
-    node = _Node(graph, name, kind, target, args, kwargs or _IMMUTABLE_DICT, None)
-    namespace._obj_to_name[node] = name  # (associate_name_with_obj: a new node has no name yet)
-    graph._insert(node)
-    graph._find_nodes_lookup_table.table[(kind, target if kind == "call_function" else None)][node] = None  # (insert)
-    graph._len += 1
-    return node
-
-
-
-def _plain_name(candidate: str) -> bool:
-    """Whether torch's namespace takes `candidate` as a name's base as it is: an identifier
-    with no numeric suffix that shadows no builtin or keyword (`add`, `relu`: most ops'). Such
-    a base's names new_node makes itself: `namespace.create_name(base, None)` without its parse
-    of the candidate each time -- the base itself, then base_1, base_2, ..., as torch names them."""
-    match = _fx_graph._name_regex.match(candidate)
-    return match is not None and match.group(2) is None and candidate not in _fx_graph._illegal_names
-
-
-_Node = torch.fx.Node
-_CANDIDATES: dict = {}  # op target -> (the base of its nodes' names, whether that is plain: _plain_name)
 _NON_WORD = re.compile(r"\W+")
-_IMMUTABLE_DICT = torch.fx.immutable_collections.immutable_dict()
-def _probe_nodes(graph: torch.fx.Graph) -> list:
-    x = graph.placeholder("x")
-    return [x, graph.call_function(operator.add, (x, 1)), graph.call_method("relu", (x,))]
-
-
-_probe = torch.fx.Graph()
-_FAST_NODES = all(hasattr(_probe, a) for a in ("_insert", "_find_nodes_lookup_table", "_len", "_graph_namespace",
-                                                 "_target_to_str")) and _probe.owning_module is None and \
-    all(hasattr(_probe._graph_namespace, a) for a in ("_used_names", "_base_count", "_obj_to_name")) and \
-    isinstance(getattr(_probe._find_nodes_lookup_table, "table", None), collections.defaultdict) and \
-    [_probe._find_nodes_lookup_table._key(n) for n in _probe_nodes(_probe)] == \
-    [("placeholder", None), ("call_function", operator.add), ("call_method", None)] and \
-    hasattr(_fx_graph, "_name_regex") and hasattr(_fx_graph, "_illegal_names")
-del _probe
 
 
 class InputWrite(Exception):
@@ -690,7 +623,16 @@ def _describe(node, result) -> None:
     node.meta["example_value"] = result
 
 
-def example_values(graph: torch.fx.Graph) -> None:
+def _mark(node, result) -> None:
+    """_describe for a graph only the python backend reads: that the op made a tensor
+    (meta["facts"] None: what ops.log_calls asks), not what tensor."""
+    if isinstance(result, torch.Tensor):
+        node.meta["facts"] = None
+    else:
+        node.meta["example_value"] = result
+
+
+def example_values(graph) -> None:
     """Give each node `_describe` left facts its shadow on the meta device (meta["example_value"],
     its device in meta["device"]): what backends from torch's world read."""
     for node in graph.nodes:

@@ -2,7 +2,7 @@
 
 `Tracer` holds what one trace builds (graph, guards, wrapped inputs); `Frame` runs one
 code object's instructions over a stack of Vars, calling the opcode handlers registered
-in `rewrite/trace/handlers`. The interpreter never touches the fx graph itself: torch
+in `rewrite/trace/handlers`. The interpreter never touches the graph itself: torch
 ops go through `rewrite.ops`, which asks the `GraphBuilder`.
 """
 from __future__ import annotations
@@ -129,12 +129,12 @@ class Tracer:
     """One trace of one call: the graph, the guards and the wrapped inputs."""
 
     def __init__(self, code: types.CodeType, globals_: dict, names: tuple[str, ...], args: tuple,
-                 clone_inputs: bool = False, dynamic=None):
+                 clone_inputs: bool = False, dynamic=None, facts: bool = True):
         self.code = code
         self.dynamic = dynamic if dynamic is not None else DynamicPolicy(None, {})
         self.shape_env = ShapeEnv()
         self.globals = globals_
-        self.graph = GraphBuilder(clone_inputs)
+        self.graph = GraphBuilder(clone_inputs, facts)
         self.guards = GuardSet()
         self.wrapped: dict[Source, Var] = {}
         self.by_identity: dict[int, Var] = {}  # id(object) -> its Var (objects kept alive by the call)

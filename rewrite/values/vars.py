@@ -3,7 +3,7 @@
 A few kinds, not a class per Python type: what a value *does* is decided by the rule
 tables in `rewrite/ops`, keyed by the underlying Python object or its type.
 
-* TensorVar   -- a tensor in the graph: its fx node and the real tensor computed while tracing
+* TensorVar   -- a tensor in the graph: its node and the real tensor computed while tracing
 * ScalarVar   -- a Python number computed in the graph (`.item()` with config.capture_scalar_outputs)
 * SymIntVar   -- a Python int computed from symbolic sizes (`x.size(0)` of a dynamic size)
 * ConstVar    -- an immutable Python value known at trace time (int, str, dtype, range, slice, ...)
@@ -222,7 +222,7 @@ class ScalarVar(Var):
 
 class SymIntVar(Var):
     """A Python int the graph computes from symbolic sizes (`x.size(0)`, `n * 2`): its sympy
-    expression, its value now (the hint), and the fx node that computes it at run time."""
+    expression, its value now (the hint), and the graph node that computes it at run time."""
     __slots__ = ("node", "expr", "value", "env")
 
     def __init__(self, node, expr, value: int, env, source=None):
