@@ -73,7 +73,8 @@ _environment_thread: threading.Thread | None = None
 
 
 def prefetch() -> None:
-    """Compute `environment()` on a thread of its own, when the first function is jitted: its
+    """Compute `environment()` on a thread of its own, when this module is imported (while the
+    rest of rewrite is) and again, if the setting was off then, when a function is jitted: its
     file scan (~0.5 ms) is then off the path of the first call."""
     global _environment_thread
     if _environment is None and _environment_thread is None and mode() != "off":
@@ -470,3 +471,6 @@ def _tensor_checker(dispatcher, record: dict, args):
             raise locate.Lost("the call's tensors are not the recorded ones")
     return TensorGuards(*tensors, dynamic_dims_sizes=[list(f[1]) for f in facts],
                         dynamic_dims_strides=[list(f[2]) for f in facts]).check
+
+
+prefetch()  # (the scan runs while the rest of rewrite is imported: see prefetch)
