@@ -328,8 +328,8 @@ class GraphBuilder:
         self.inputs = [entry for entry in self.inputs if entry[2] not in doomed]
         self._by_source = {s: v for s, v in self._by_source.items() if v.node not in doomed}
 
-    def output(self, nodes: list) -> None:
-        self.graph.output(tuple(nodes))
+    def output(self, outputs: list) -> None:
+        self.graph.output(tuple(outputs))
 
 
 def _storage(t: torch.Tensor):
