@@ -1,4 +1,5 @@
-"""The `python` backend: a graph (the trace's own, or an FX graph) becomes straight-line Python source calling torch.
+"""The `python` backend: a graph (the trace's own, or an FX graph) becomes straight-line Python
+source calling torch.
 
     def forward(x, y):
         mul = x * 2

@@ -327,9 +327,9 @@ def _generator(cap: Capture, gen, rebuild) -> str:
 
 class LazyModule:
     """What the python backend is given of a graph: the trace's graph itself (it reads nothing
-    else), and the GraphModule made of it (of its torch.fx copy: nodes.to_fx) when first asked for -- by explain, the logs, a failing graph's
-    run (GraphFailure): torch makes a class for each GraphModule, which costs a first call more
-    than any op does."""
+    else), and the GraphModule made of its torch.fx copy (nodes.to_fx) when first asked for --
+    by explain, the logs, a failing graph's run (GraphFailure): torch makes a class for each
+    GraphModule, which costs a first call more than any op does."""
     __slots__ = ("graph", "_rewrite_name", "_made")
 
     def __init__(self, graph, name: str):

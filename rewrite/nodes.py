@@ -47,7 +47,7 @@ def inputs_of(args: tuple, kwargs: dict) -> list:
     for a in args:
         if type(a) is Node:
             found[a] = None
-        elif type(a) in _NESTED or isinstance(a, _NESTED):
+        elif isinstance(a, _NESTED):
             _walk(a, found)
     if kwargs:
         _walk(kwargs, found)
@@ -100,9 +100,6 @@ class Graph:
     def nodes(self) -> list[Node]:
         out = [self._output] if self._output is not None else []
         return self._placeholders + self._body + out
-
-    def __len__(self) -> int:
-        return len(self._placeholders) + len(self._body) + (self._output is not None)
 
     def placeholder(self, name: str) -> Node:
         node = Node(self._names.create_name(_target_name(name), None), "placeholder", name, (), {}, [])

@@ -314,8 +314,8 @@ HELPERS = textwrap.dedent('''
             self.kind = "tanh"
 
         def forward(self, x):
-            if self.kind not in {"tanh", "gelu", "silu"}:  # (a set among the constants: written alike whatever the string hashes)
-                raise ValueError(self.kind)
+            if self.kind not in {"tanh", "gelu", "silu"}:  # (a set among the constants: hashed alike
+                raise ValueError(self.kind)                  # whatever the string hashes)
             return torch.tanh(self.fc(x)) + x
 
     class Net(torch.nn.Module):

@@ -109,8 +109,8 @@ def deferred_log(thunk, fn, args, kwargs) -> None:
 
 
 def defer(graph) -> bool:
-    """Make the log nodes of `graph` (a trace's: rewrite.nodes.Graph) wait for its end, where none logs a
-    tensor (its values may change before the end); whether they do."""
+    """Make the log nodes of `graph` (a trace's: rewrite.nodes.Graph) wait for its end, where
+    none logs a tensor (its values may change before the end); whether they do."""
     nodes = [n for n in graph.nodes if n.meta.get("outward")]
     if any("facts" in i.meta or isinstance(i.meta.get("example_value"), torch.Tensor)  # (a tensor: trace.graph._describe)
            for n in nodes for i in n.all_input_nodes):
