@@ -54,7 +54,10 @@ def _private(path: str) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
-def _choose() -> str:
+def _choose(fallback=None) -> str | None:
+    """The cache directory to use: `config.cache_dir` (or one in the temporary directory), made
+    private, trimmed at most once an hour; where it is refused, `fallback(root, why)`."""
+    fallback = fallback or _fallback
     root = config.cache_dir or os.path.join(tempfile.gettempdir(), f"rewrite-{os.getuid()}")
     try:
         os.mkdir(root, 0o700)
@@ -62,10 +65,10 @@ def _choose() -> str:
     except FileExistsError:
         pass
     except OSError:
-        return _fallback(root, "cannot be made")
+        return fallback(root, "cannot be made")
     if not _private(root):
-        return _fallback(root, "is not a private directory of this user (a symlink, another user's, or "
-                               "writable by others)")
+        return fallback(root, "is not a private directory of this user (a symlink, another user's, or "
+                              "writable by others)")
     os.chmod(root, 0o700)  # ours and nobody else's to write: readable by nobody else either
     stamp = os.path.join(root, ".trimmed")
     try:
@@ -87,6 +90,25 @@ def _fallback(root: str, why: str) -> str:
     warnings.warn(f"rewrite: the cache directory {root!r} {why}; using {new!r} instead", RuntimeWarning,
                   stacklevel=4)
     return new
+
+
+def prepare(kind: str) -> None:
+    """Choose the cache directory and make its `kind` folder now -- on a thread of the caller's,
+    ahead of the first call that reads it (rewrite.persist.prefetch) -- unless it is refused:
+    then the call that needs it chooses another and warns, as it would have."""
+    global _dir, _for
+    with _lock:
+        if _dir is None or _for != config.cache_dir:
+            wanted = config.cache_dir
+            root = _choose(fallback=lambda root, why: None)
+            if root is None:
+                return
+            _dir, _for = root, wanted
+            _made.clear()
+    try:
+        _subdir(kind)
+    except OSError:
+        pass
 
 
 def cache_dir() -> str:
@@ -204,6 +226,20 @@ def read_private(kind: str, filename: str, most: int = 256 << 20) -> bytes | Non
         return None
 
 
+def touch_private(kind: str, filename: str) -> bool:
+    """Whether `<cache dir>/<kind>/<filename>` is a private regular file of ours (then its age is
+    refreshed, for trim): what read_private would read, not read yet."""
+    try:
+        path = os.path.join(_subdir(kind), filename)
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            return False
+        os.utime(path, follow_symlinks=False)
+        return True
+    except OSError:
+        return False
+
+
 def write_private(kind: str, filename: str, data: bytes) -> bool:
     """Replace `<cache dir>/<kind>/<filename>` with `data`, atomically (see _replace); whether
     it could be written."""
@@ -267,14 +303,39 @@ def compile_source(kind: str, name: str, source: str):
     return compile(source, write(kind, name, source), "exec")
 
 
-def run(code, source: str, namespace: dict) -> dict:
+def run(code, source, namespace: dict) -> dict:
     """Exec `code`, compiled from `source` (by compile_source, in this process or another: the
-    persistent cache), in `namespace`, with `source` in linecache under the code's file name."""
+    persistent cache), in `namespace`, with `source` in linecache under the code's file name.
+    `source` may be a function of no arguments that returns it (the persistent cache's, which
+    reads it from a file): linecache then reads the code's own file while it is there, and
+    calls that function only when it is not (a lazy entry, as `linecache.lazycache` makes)."""
     path = code.co_filename
     _LIVE[path] = _LIVE.get(path, 0) + _watch(code, path)
-    linecache.cache[path] = (len(source), None, source.splitlines(True), path)
+    if callable(source) and path.startswith("<"):  # (a pseudo-name: linecache has no lazy lookup for those)
+        source = source()
+    linecache.cache[path] = (source,) if callable(source) else (len(source), None, source.splitlines(True), path)
     exec(code, namespace)
     return namespace
+
+
+class LazyText:
+    """An attribute holding text that may be given as a function of no arguments returning it,
+    called when the attribute is first read (a loaded entry's sources, in the persistent cache's
+    file until asked for). As a dataclass field, its default is ""."""
+
+    def __set_name__(self, owner, name: str):
+        self.slot = "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return ""
+        value = obj.__dict__.get(self.slot, "")
+        if callable(value):
+            value = obj.__dict__[self.slot] = value()
+        return value
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.slot] = value
 
 
 _LIVE: dict[str, int] = {}  # path or pseudo-name -> code objects of it still alive

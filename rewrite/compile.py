@@ -61,7 +61,7 @@ class Entry:
     fn: object  # the entry function, or a function returning MISS (run the original bytecode)
     index: int
     _graph_module: object = None  # a GraphModule, or a LazyModule (see graph_module)
-    source: str = ""  # the entry function's source
+    source: str = codeload.LazyText()  # the entry function's source (a loaded entry's: read when first asked for)
     reason: str | None = None  # why the entry runs eagerly, if it does
     compile_seconds: float = 0.0
     ops: int = 0
@@ -787,9 +787,8 @@ def load_entry(guards: GuardSet, cap, compiled, params, globals_, name, miss=Non
     values = list(consts.values.values())
     persist = None
     if config.persistent_cache == "readwrite":
-        facts, reader = guard.tensor_record(params)
         persist = {"code": code, "source": module, "guard": g_source, "guards": guard.ordered,
-                   "consts": dict(consts.values), "tensors": facts, "reader": reader, "name": name}
+                   "consts": dict(consts.values), "tensors": guard.tensor_record(), "name": name}
     fn = ns["___make_entry"](globals_, *values)
     fn.__qualname__ = fn.__name__ = f"entry_{name}"
     if back is not None:
@@ -814,16 +813,24 @@ def _first_output(*args):
     return args[-1][0]
 
 
-def guard_maker(name: str, source: str, globals_: dict, values: list):
-    """The function that compiles the guard closure `source` (see GuardCode.closure_source) over
-    the entry's constants `values`, when first needed (see GuardFunction): a traced entry's, or
-    one the persistent cache loaded."""
+def guard_maker(name: str, source, globals_: dict, values: list):
+    """The function that compiles the guard closure `source` (see GuardCode.closure_source; or a
+    function returning it) over the entry's constants `values`, when first needed (see
+    GuardFunction): a traced entry's, or one the persistent cache loaded. A loaded entry whose
+    guard source cannot be read any more gets a guard that accepts nothing."""
     def make_guard():
-        made = codeload.load("entries", f"guard_{name}", "import torch\n\n" + source, {})["___make_guard"](
+        text = source() if callable(source) else source
+        if not text:
+            return _accepts_nothing
+        made = codeload.load("entries", f"guard_{name}", "import torch\n\n" + text, {})["___make_guard"](
             globals_, *values)
         made.__qualname__ = made.__name__ = f"guard_{name}"
         return made
     return make_guard
+
+
+def _accepts_nothing(*args) -> bool:
+    return False
 
 
 def compile_entry(dispatcher, args) -> Entry:

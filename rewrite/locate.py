@@ -7,11 +7,11 @@ it on load:
 
     ("lit", 3)                                   a literal: itself
     ("module", "torch.nn.functional")           a module already imported (never imported here)
-    ("name", "torch.nn.modules.linear", "Linear.forward", "<fingerprint>")
+    ("name", "torch.nn.modules.linear", "Linear.forward", ("<hash>", "<defaults>"))
                                                  getattr along the qualname from the module; a
                                                  Python function's fingerprint (its code's
                                                  hash, its defaults) must be the same
-    ("wrapped", "transformers...", "GPT2LMHeadModel.forward", 2, "<fingerprint>")
+    ("wrapped", "transformers...", "GPT2LMHeadModel.forward", 2, (...))
                                                  the same, then 2 steps along `__wrapped__`
                                                  (a function under functools.wraps decorators)
     ("dtype", "float32"), ("device", "cuda:0"), ("torch", "strided")
@@ -20,14 +20,16 @@ it on load:
     ("attr", <class's locator>, "dtype")         a descriptor in a class's own namespace (property,
                                                  staticmethod, classmethod, cached_property)
     ("code", "___forward")                       the code object of another constant (a function)
-    ("classcode", "___Output", "__init__", "<hash>")
-                                                 the code with that hash of a method (or what it
-                                                 wraps) in the namespace of a class that is
-                                                 another constant (a dataclass's __init__)
-    ("codeof", "transformers...", "GPT2Attention.forward", "<hash>")
-                                                 a code object with that hash in the function of
-                                                 that name in the module of its file (nested in
-                                                 it, or in a function it wraps)
+    ("classcode", "___Output", "__init__", 0, "<hash>")
+                                                 the code of the first function along a method
+                                                 (it, then what it wraps) in the namespace of a
+                                                 class that is another constant (a dataclass's
+                                                 __init__); its hash must be the same
+    ("codeof", "transformers...", "GPT2Attention.forward", (0, 3), "<hash>")
+                                                 the code object along that path -- the first
+                                                 function along the one of that name in the
+                                                 module of its file, then its 3rd constant (a
+                                                 nested function's code) -- with that hash
     ("globals", "transformers.utils.generic")   a module's namespace (`f.__globals__ is ___c`)
     ("tuple", (<locator>, ...))                  a tuple of located objects
     ("rewrite", "NEXT")                          rewrite's own singletons
@@ -35,13 +37,17 @@ it on load:
 An object with no rule (an instance, a closure, a lambda, a tensor constant) has no locator:
 `locate` returns None and the entry is not persisted. `find` raises `Lost` for a locator that
 finds nothing, or something else than was written down: that entry is then a miss, never a
-wrong hit. Entry-specific objects (the tensor checker, a GraphFailure) are made by
-`rewrite/persist.py` from their own records.
+wrong hit. Where a locator names a code object's hash, `find` checks it at once, or, given a
+list, leaves the code there: an entry's loader checks all its code objects with one hash
+(`check_codes`: one `marshal.dumps` of them all, a few µs each, against one per code object).
+Entry-specific objects (the tensor checker, a GraphFailure) are made by `rewrite/persist.py`
+from their own records.
 """
 from __future__ import annotations
 
 import enum
 import hashlib
+import itertools
 import marshal
 import sys
 import types
@@ -142,16 +148,51 @@ def _feed(h, const) -> None:
         h.update(f"<{t.__module__}.{t.__qualname__} {getattr(const, '__qualname__', '')}>".encode())
 
 
-def fingerprint(fn) -> str:
+def fingerprint(fn) -> tuple:
     """What makes a Python function found by name the one an entry was compiled against: its
-    code (code_hash: bytecode, constants, names, line numbers) and its defaults (their values if
-    literals, else their types)."""
+    code's hash (code_hash: bytecode, constants, names, line numbers) and its defaults (their
+    values if literals, else their types); () for an object without code."""
     code = getattr(fn, "__code__", None)
     if code is None:
+        return ()
+    return code_hash(code), _defaults(fn)
+
+
+def _defaults(fn) -> str:
+    if not fn.__defaults__ and not fn.__kwdefaults__:
         return ""
     defaults = [*(fn.__defaults__ or ()), *sorted((fn.__kwdefaults__ or {}).items())]
-    text = repr([d if marshallable(d) else type(d).__qualname__ for d in defaults])
-    return hashlib.sha256((code_hash(code) + text).encode()).hexdigest()[:32]
+    return repr([d if marshallable(d) else type(d).__qualname__ for d in defaults])
+
+
+def _checked(code, digest: str, codes: list | None):
+    """`code`, if its hash is `digest` (else Lost) -- or left in `codes` to be checked with the
+    rest of the entry's (check_codes)."""
+    if codes is not None:
+        codes.append((code, digest))
+    elif code_hash(code) != digest:
+        raise Lost(f"{code.co_qualname} changed since the entry was compiled")
+    return code
+
+
+def codes_digest(codes: list) -> str | None:
+    """One hash of the code objects of `codes` ((code, its hash) pairs, as find leaves them):
+    SHA-256 of marshal's format-0 bytes of them all (each once, in order), or None where marshal
+    cannot write one (see _marshalled_hash)."""
+    unique = tuple({id(code): code for code, _ in codes}.values())
+    try:
+        return hashlib.sha256(marshal.dumps(unique, 0)).hexdigest()
+    except ValueError:
+        return None
+
+
+def check_codes(codes: list, digest: str | None) -> None:
+    """Raise Lost unless every code object of `codes` has its hash: all at once where `digest`
+    (codes_digest, when the record was made) is theirs, else one by one (naming the changed one)."""
+    if digest is not None and codes_digest(codes) == digest:
+        return
+    for code, expected in codes:
+        _checked(code, expected, None)
 
 
 def _walk(module: str, qualname: str):
@@ -172,7 +213,7 @@ def _by_name(obj):
         found = _walk(module, qualname)
     except Exception:
         return None
-    print_ = fingerprint(obj) if isinstance(obj, types.FunctionType) else ""
+    print_ = fingerprint(obj) if isinstance(obj, types.FunctionType) else ()
     if found is obj:
         return ("name", module, qualname, print_)
     for depth in range(1, 9):  # a function under decorators (functools.wraps): the name is the outermost's
@@ -235,13 +276,15 @@ def locate(obj, consts: dict):
         items = tuple(locate(x, consts) for x in obj)
         return ("tuple", items) if None not in items else None
     if isinstance(obj, types.CodeType):
-        for name, value in consts.items():
+        for name, value in consts.items():  # (the code of a function the entry holds: checked with it)
             if getattr(value, "__code__", None) is obj and isinstance(value, types.FunctionType):
                 return ("code", name)
+        for name, value in consts.items():
             if isinstance(value, type):  # (a method the class made: a dataclass's generated __init__)
                 for attr, member in vars(value).items():
-                    if any(fn.__code__ is obj for fn in _functions_along(member)):
-                        return ("classcode", name, attr, code_hash(obj))
+                    for i, fn in enumerate(_functions_along(member)):
+                        if fn.__code__ is obj:
+                            return ("classcode", name, attr, i, code_hash(obj))
         return _code_locator(obj)
     if isinstance(obj, type) and id(obj) in _TYPES and getattr(types, _TYPES[id(obj)]) is obj:
         return ("name", "types", _TYPES[id(obj)], "")
@@ -301,97 +344,118 @@ def _functions_along(obj):
             return
 
 
-def _code_within(code, digest: str):
-    if code_hash(code) == digest:
-        return code
-    for const in code.co_consts:
+def _path_within(code, target) -> tuple | None:
+    """The indices along co_consts from `code` to the code object `target` (nested in it), or None."""
+    if code is target:
+        return ()
+    for i, const in enumerate(code.co_consts):
         if isinstance(const, types.CodeType):
-            found = _code_within(const, digest)
-            if found is not None:
-                return found
+            path = _path_within(const, target)
+            if path is not None:
+                return (i, *path)
     return None
-
-
-def _code_in(module: str, top: str, digest: str):
-    """The code object with hash `digest` in the function named `top` in `module` (or a
-    function nested in it, or one it wraps)."""
-    for fn in _functions_along(_walk(module, top)):
-        found = _code_within(fn.__code__, digest)
-        if found is not None:
-            return found
-    raise Lost(f"no code of {module}.{top} is the one the entry was compiled against")
 
 
 def _code_locator(code):
     """A code object read by the guards (`f.__code__ is ___c`): ("codeof", the module of its
-    file, the qualname of the outermost function it is in, its hash)."""
+    file, the qualname of the outermost function it is in, the path to it, its hash)."""
     module = _module_of_file(code.co_filename)
     top = getattr(code, "co_qualname", code.co_name).split(".<locals>.")[0]
     if module is None or "<" in top:
         return None
-    digest = code_hash(code)
     try:
-        if _code_in(module, top, digest) is not code:
-            return None
-    except Exception:
+        functions = list(_functions_along(_walk(module, top)))
+    except Exception:  # (not reachable by that name: no locator)
         return None
-    return ("codeof", module, top, digest)
+    for i, fn in enumerate(functions):
+        path = _path_within(fn.__code__, code)
+        if path is not None:
+            return ("codeof", module, top, (i, *path), code_hash(code))
+    return None
 
 
-def find(loc, found: dict):
-    """The object `loc` locates (`found`: the entry's constants found so far, by name)."""
-    kind = loc[0]
+def _code_at(module: str, top: str, path: tuple):
+    """The code object along `path` from the function named `top` in `module` (see _code_locator)."""
+    fn = next(itertools.islice(_functions_along(_walk(module, top)), path[0], None), None)
+    if fn is None:
+        raise Lost(f"{module}.{top} is not the function the entry was compiled against")
+    code = fn.__code__
+    for i in path[1:]:
+        code = code.co_consts[i]
+        if not isinstance(code, types.CodeType):
+            raise Lost(f"{module}.{top} is not the function the entry was compiled against")
+    return code
+
+
+def find(loc, found: dict, codes: list | None = None):
+    """The object `loc` locates (`found`: the entry's constants found so far, by name). The
+    hashes of the code objects it names are checked here, or, where `codes` is a list, left
+    there (see _checked)."""
+    rule = _RULES.get(loc[0])
+    if rule is None:
+        raise Lost(f"no rule finds {loc!r}")
     try:
-        if kind == "lit":
-            return loc[1]
-        if kind == "rewrite":
-            return INTERNAL[loc[1]]
-        if kind == "module":
-            module = sys.modules.get(loc[1])
-            if module is None:
-                raise Lost(f"module {loc[1]} is not imported")
-            return module
-        if kind == "dtype":
-            obj = getattr(torch, loc[1])
-            if isinstance(obj, torch.dtype):
-                return obj
-        elif kind == "device":
-            return torch.device(loc[1])
-        elif kind == "torch":
-            return getattr(torch, loc[1])
-        elif kind == "enum":
-            return find(loc[1], found)[loc[2]]
-        elif kind == "op":
-            namespace, _, name = loc[1].partition("::")
-            packet = getattr(getattr(torch.ops, namespace), name)
-            return getattr(packet, loc[2]) if loc[2] else packet
-        elif kind == "globals":
-            module = sys.modules.get(loc[1])
-            if module is None:
-                raise Lost(f"module {loc[1]} is not imported")
-            return vars(module)
-        elif kind == "tuple":
-            return tuple(find(x, found) for x in loc[1])
-        elif kind == "attr":
-            return vars(find(loc[1], found))[loc[2]]
-        elif kind == "code":
-            return found[loc[1]].__code__
-        elif kind == "classcode":
-            for fn in _functions_along(vars(found[loc[1]])[loc[2]]):
-                if code_hash(fn.__code__) == loc[3]:
-                    return fn.__code__
-            raise Lost(f"{loc[2]} of {found[loc[1]].__qualname__} changed since the entry was compiled")
-        elif kind == "codeof":
-            return _code_in(loc[1], loc[2], loc[3])
-        elif kind in ("name", "wrapped"):
-            obj = _walk(loc[1], loc[2])
-            for _ in range(loc[3] if kind == "wrapped" else 0):
-                obj = obj.__wrapped__
-            if not loc[-1] or isinstance(obj, types.FunctionType) and fingerprint(obj) == loc[-1]:
-                return obj
-            raise Lost(f"{loc[1]}.{loc[2]} changed since the entry was compiled")
+        return rule(loc, found, codes)
     except Lost:
         raise
     except Exception as e:
         raise Lost(f"{loc!r}: {type(e).__name__}: {e}") from None
-    raise Lost(f"no rule finds {loc!r}")
+
+
+def _module(loc, found, codes):
+    module = sys.modules.get(loc[1])
+    if module is None:
+        raise Lost(f"module {loc[1]} is not imported")
+    return module
+
+
+def _dtype(loc, found, codes):
+    obj = getattr(torch, loc[1])
+    if not isinstance(obj, torch.dtype):
+        raise Lost(f"torch.{loc[1]} is not a dtype")
+    return obj
+
+
+def _op(loc, found, codes):
+    namespace, _, name = loc[1].partition("::")
+    packet = getattr(getattr(torch.ops, namespace), name)
+    return getattr(packet, loc[2]) if loc[2] else packet
+
+
+def _classcode(loc, found, codes):
+    fn = next(itertools.islice(_functions_along(vars(found[loc[1]])[loc[2]]), loc[3], None), None)
+    if fn is None:
+        raise Lost(f"{loc[2]} of {found[loc[1]].__qualname__} changed since the entry was compiled")
+    return _checked(fn.__code__, loc[4], codes)
+
+
+def _named(loc, found, codes):
+    obj = _walk(loc[1], loc[2])
+    for _ in range(loc[3] if loc[0] == "wrapped" else 0):
+        obj = obj.__wrapped__
+    if not loc[-1]:
+        return obj
+    if isinstance(obj, types.FunctionType) and _defaults(obj) == loc[-1][1]:
+        _checked(obj.__code__, loc[-1][0], codes)
+        return obj
+    raise Lost(f"{loc[1]}.{loc[2]} changed since the entry was compiled")
+
+
+_RULES = {  # a locator's kind -> (locator, found, codes) -> the object (see the module's docstring)
+    "lit": lambda loc, found, codes: loc[1],
+    "rewrite": lambda loc, found, codes: INTERNAL[loc[1]],
+    "module": _module,
+    "globals": lambda loc, found, codes: vars(_module(loc, found, codes)),
+    "dtype": _dtype,
+    "device": lambda loc, found, codes: torch.device(loc[1]),
+    "torch": lambda loc, found, codes: getattr(torch, loc[1]),
+    "enum": lambda loc, found, codes: find(loc[1], found, codes)[loc[2]],
+    "op": _op,
+    "tuple": lambda loc, found, codes: tuple(find(x, found, codes) for x in loc[1]),
+    "attr": lambda loc, found, codes: vars(find(loc[1], found, codes))[loc[2]],
+    "code": lambda loc, found, codes: found[loc[1]].__code__,
+    "classcode": _classcode,
+    "codeof": lambda loc, found, codes: _checked(_code_at(loc[1], loc[2], loc[3]), loc[4], codes),
+    "name": _named,
+    "wrapped": _named,
+}

@@ -2,13 +2,16 @@
 tracing the call again.
 
 What a compile produced is one *record*: the entry's generated module, compiled (the code
-object, marshalled: no `compile()` on load) and as text (for tracebacks), the guard closure's
-source (compiled when first needed, as in the process that traced), its guards as data
-(`encode_guards`: what a loaded entry says when it misses, and dispatches on), and how to
-find each constant the module names again (`rewrite/locate.py`). The tensor checker (torch's
-`TensorGuards`) is made again from the recorded facts of each tensor the guards check: on
-load the tensors are read from the call's arguments, their facts compared with the record's,
-and the checker built from them. A record whose constants cannot be found again, or found
+object, marshalled: no `compile()` on load), its guards as data (`encode_guards`: what a
+loaded entry says when it misses, and dispatches on), how to find each constant the module
+names again (`rewrite/locate.py`), and one hash of every code object those constants are
+checked by (`locate.check_codes`). The texts -- the module's source (for tracebacks, logs and
+`explain`) and the guard closure's (compiled when first needed, as in the process that traced)
+-- are in a file of their own named by their SHA-256, read only when first asked for: a
+loaded entry's first call does not read them (~60 % of the bytes). The tensor checker (torch's
+`TensorGuards`) is made again from the recorded facts of each tensor the guards check: the
+loaded entry's first call hands its tensors (read by its own checks) to `FirstTensorCheck`,
+which compares their facts with the record's and builds the checker from them. A record whose constants cannot be found again, or found
 changed (a function's code, its defaults), or whose tensors differ, is not loaded: the call
 traces as if there were none. Entries of the `python` backend (the default on CPU), entries
 without a graph, and entries that run the call eagerly are written -- at a graph break too:
@@ -23,8 +26,10 @@ options and backend,
 the settings that change what is traced, and the versions of rewrite (its files), torch and
 Python. The file is `MAGIC`, the SHA-256 of the rest, and a marshalled dict whose "key" must
 equal the expected one; it is read only if it is a regular file of ours that nobody else can
-read (`codeload.read_private`). A corrupt, truncated, foreign or stale file is a miss, never
-an error. Writes go through codeload's writer thread (`codeload.later`, which writes the generated
+read (`codeload.read_private`). A record's texts are `<cache dir>/persist/<sha256>.rws`:
+`SOURCES_MAGIC` and the marshalled pair, used only if its SHA-256 is its name (a record whose
+texts file is gone is a miss; one found corrupt later reads as no text: its guard closure then
+accepts nothing). A corrupt, truncated, foreign or stale file is a miss, never an error. Writes go through codeload's writer thread (`codeload.later`, which writes the generated
 sources too), at a quiet moment: once nothing was queued for
 a quarter of a second (at most two seconds after the first), at `flush()`, and at exit -- so
 neither the first call nor the compiles right after it wait for the disk or for the writer's
@@ -51,10 +56,12 @@ import torch
 
 from . import breaks, codeload, config, locate, logs
 from .compile import Entry, GraphFailure, RngState, guard_maker
-from .guards.codegen import GuardFunction, TensorGuards, tensor_facts
+from .guards.codegen import GuardFunction, TensorGuards, has_facts
 from .slot import NEXT
 
 MAGIC = b"rewrite persistent entries 1\n"
+SOURCES_MAGIC = b"rewrite entry sources 1\n"
+SOURCES = ".rws"  # a record's sources file: <its SHA-256>.rws
 KIND = "persist"
 KEEP = 16  # records per code object: the newest
 KNOBS = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops", "automatic_dynamic_shapes",
@@ -73,13 +80,19 @@ _environment_thread: threading.Thread | None = None
 
 
 def prefetch() -> None:
-    """Compute `environment()` on a thread of its own, when this module is imported (while the
-    rest of rewrite is) and again, if the setting was off then, when a function is jitted: its
-    file scan (~0.5 ms) is then off the path of the first call."""
+    """Compute `environment()` and choose the cache directory on a thread of its own, when this
+    module is imported (while the rest of rewrite is) and again, if the setting was off then,
+    when a function is jitted: the file scan (~0.5 ms) and the directory's checks (~0.1 ms) are
+    then off the path of the first call."""
     global _environment_thread
     if _environment is None and _environment_thread is None and mode() != "off":
-        _environment_thread = threading.Thread(target=environment, name="rewrite-persist-environment", daemon=True)
+        _environment_thread = threading.Thread(target=_prefetched, name="rewrite-persist-environment", daemon=True)
         _environment_thread.start()
+
+
+def _prefetched() -> None:
+    environment()
+    codeload.prepare(KIND)
 
 
 def environment() -> tuple:
@@ -153,9 +166,10 @@ class Held:
 
 
 # -- writing ----------------------------------------------------------------------------------
-def record_of(material: dict, qualname: str) -> dict | None:
-    """The record of an entry's `persist` material (see compile.load_entry, and store), or None
-    where a constant has no locator (then why is logged under `REWRITE_LOGS=perf_hints`)."""
+def record_of(material: dict, qualname: str) -> tuple[dict, bytes] | None:
+    """(The record of an entry's `persist` material (see compile.load_entry, and store), its
+    sources file's payload), or None where a constant has no locator (then why is logged under
+    `REWRITE_LOGS=perf_hints`)."""
     consts = material["consts"]
     locs = []
     for name, value in consts.items():
@@ -166,15 +180,43 @@ def record_of(material: dict, qualname: str) -> dict | None:
                                              material["index"], qualname, name, type(value).__name__)
             return None
         locs.append((name, loc))
-    record = {"source": material["source"], "code": marshal.dumps(material["code"]),
-              "guards": encode_guards(material["guards"]), "guard": material["guard"], "consts": tuple(locs),
+    try:
+        codes = _codes_digest(locs)
+    except locate.Lost as e:  # (not found again as written down: a locator's rule failed it)
+        if logs.enabled("perf_hints"):
+            logs.get("perf_hints").debug("entry %d of %s not persisted: %s", material["index"], qualname, e)
+        return None
+    sources = marshal.dumps((material["source"], material["guard"]))
+    record = {"sources": hashlib.sha256(sources).hexdigest(), "code": marshal.dumps(material["code"]),
+              "guards": encode_guards(material["guards"]), "consts": tuple(_in_order(locs)),
+              "params": tuple(name for name, _ in locs),
               "tensors": material["tensors"], "name": material["name"], "ops": material["ops"],
               "eager_ops": material["eager_ops"], "graph": material["graph"], "graph_break": material["graph_break"],
               "reason": material["reason"], "raises": material["raises"], "where": material["where"],
-              "reader": marshal.dumps(compile(material["reader"], "<rewrite tensors>", "exec"))
-              if material["reader"] else b""}
-    record["id"] = hashlib.sha256(repr((record["source"], record["consts"], record["tensors"])).encode()).hexdigest()
-    return record
+              "codes": codes}
+    record["id"] = hashlib.sha256(repr((record["sources"], record["consts"], record["tensors"])).encode()).hexdigest()
+    return record, sources
+
+
+MADE = frozenset(("tensors", "failure", "rng", "route", "resume", "at_line"))  # the locators _entry makes anew
+
+
+def _in_order(locs) -> list:
+    """The record's constants in the order they are found (and written: a load does not sort
+    them; "params" keeps the entry's order): code objects found through functions and classes
+    after them."""
+    return sorted(locs, key=lambda c: c[1][0] in ("code", "classcode"))
+
+
+def _codes_digest(locs) -> str | None:
+    """locate.codes_digest of the code objects the constants' locators check, found again as
+    _entry finds them (locate.Lost: one is not found again)."""
+    found: dict = {}
+    codes: list = []
+    for name, loc in _in_order(locs):
+        if loc[0] not in MADE:
+            found[name] = locate.find(loc, found, codes)
+    return locate.codes_digest(codes)
 
 
 class _Made:
@@ -243,8 +285,11 @@ def write(key: tuple, items: list) -> None:
     will not load them (`persisted.ids`)."""
     new = []
     for material, qualname, persisted, _ in items:
-        record = record_of(material, qualname)
-        if record is not None:
+        made = record_of(material, qualname)
+        if made is not None:
+            record, sources = made
+            if not codeload.write_private(KIND, record["sources"] + SOURCES, SOURCES_MAGIC + sources):
+                continue
             persisted.ids.add(record["id"])
             new.append(record)
     if not new:
@@ -254,7 +299,10 @@ def write(key: tuple, items: list) -> None:
     newest = {r["id"]: r for r in new}  # (one record per id: the last made)
     records = [r for r in held.get("records", ()) if r.get("id") not in newest]
     records = (records + list(newest.values()))[-KEEP:]
-    payload = marshal.dumps({"key": text, "records": records, "frame_state": items[-1][3]})
+    # (format 0: no interning flags. A load then makes plain strings instead of looking each up in
+    # the process's table of interned ones -- ~1,000 for BERT, twice the time of the rest of the load --
+    # for a file 40 % larger: no references to repeated strings)
+    payload = marshal.dumps({"key": text, "records": records, "frame_state": items[-1][3]}, 0)
     codeload.write_private(KIND, name + ".rwe", MAGIC + hashlib.sha256(payload).digest() + payload)
 
 
@@ -334,7 +382,8 @@ def read(key: tuple) -> dict | None:
     data = codeload.read_private(KIND, name + ".rwe")
     if data is None or not data.startswith(MAGIC):
         return None
-    digest, payload = data[len(MAGIC):len(MAGIC) + 32], data[len(MAGIC) + 32:]
+    view = memoryview(data)
+    digest, payload = data[len(MAGIC):len(MAGIC) + 32], view[len(MAGIC) + 32:]
     if hashlib.sha256(payload).digest() != digest:
         return None
     try:
@@ -344,6 +393,42 @@ def read(key: tuple) -> dict | None:
     if not isinstance(held, dict) or held.get("key") != text or not isinstance(held.get("records"), list):
         return None
     return held
+
+
+def read_sources(digest: str) -> tuple[str, str]:
+    """(The entry module's source, its guard closure's) of a record (its "sources": the SHA-256
+    of its sources file's payload), or ("", "") where that file is gone or not to be trusted."""
+    data = codeload.read_private(KIND, digest + SOURCES)
+    if data is None or not data.startswith(SOURCES_MAGIC):
+        return "", ""
+    payload = data[len(SOURCES_MAGIC):]
+    if hashlib.sha256(payload).hexdigest() != digest:
+        return "", ""
+    try:
+        texts = marshal.loads(payload)
+    except (ValueError, EOFError, TypeError):
+        return "", ""
+    ok = type(texts) is tuple and len(texts) == 2 and all(type(t) is str for t in texts)
+    return texts if ok else ("", "")
+
+
+class _Sources:
+    """A loaded entry's sources, read from their file when first asked for (a traceback through
+    the entry, a miss, `explain`, a log), not on the first call."""
+
+    def __init__(self, digest: str):
+        self.digest = digest
+        self.texts: tuple[str, str] | None = None
+
+    def entry(self) -> str:
+        if self.texts is None:
+            self.texts = read_sources(self.digest)
+        return self.texts[0]
+
+    def guard(self) -> str:
+        if self.texts is None:
+            self.texts = read_sources(self.digest)
+        return self.texts[1]
 
 
 def load(dispatcher, args) -> tuple[Entry, object] | None:
@@ -412,13 +497,20 @@ class _Raised:
 def _entry(dispatcher, record: dict, args) -> Entry:
     """The entry `record` describes, its constants found again in this process (locate.Lost:
     one cannot be, or the call's tensors are not the recorded ones)."""
+    if not codeload.touch_private(KIND, record["sources"] + SOURCES):  # (trimmed away, say: made again)
+        raise locate.Lost("its sources file is gone")
+    sources = _Sources(record["sources"])
     found: dict = {}
-    failure = None
-    # (code objects found through functions and classes: after them)
-    for name, loc in sorted(record["consts"], key=lambda c: c[1][0] in ("code", "classcode")):
+    failure = checker = None
+    codes: list = []  # (their hashes checked at once, after: locate.check_codes)
+    for name, loc in record["consts"]:
         kind = loc[0]
-        if kind == "tensors":
-            found[name] = _tensor_checker(dispatcher, record, args)
+        if kind not in MADE:
+            found[name] = locate.find(loc, found, codes)
+        elif kind == "tensors":
+            if TensorGuards is None:
+                raise locate.Lost("torch's TensorGuards is not available")
+            found[name] = checker = FirstTensorCheck(name, record["tensors"])
         elif kind == "failure":
             found[name] = failure = GraphFailure(dispatcher, loc[1], loc[2])
         elif kind == "rng":
@@ -431,20 +523,21 @@ def _entry(dispatcher, record: dict, args) -> Entry:
             offset, what, n_in, n_out, with_globals = loc[1:]
             found[name] = breaks.at_line(dispatcher.code, offset, what, n_in, n_out,
                                          dispatcher.globals if with_globals else None)
-        else:
-            found[name] = locate.find(loc, found)
+    locate.check_codes(codes, record["codes"])
     if failure is not None and isinstance(found.get("___rng"), RngState):
         failure.rng = found["___rng"]  # (as compile._on_graph_error links them)
-    values = [found[name] for name, _ in record["consts"]]
+    values = [found[name] for name in record["params"]]
     code = marshal.loads(record["code"])
-    ns = codeload.run(code, record["source"], {})
+    ns = codeload.run(code, sources.entry, {})
     globals_ = dispatcher.globals
     fn = ns["___make_entry"](globals_, *values)
     fn.__qualname__ = fn.__name__ = f"entry_{record['name']}"
+    if checker is not None:
+        checker.entry = fn
     encoded = record["guards"]
-    guard = GuardFunction(guard_maker(record["name"], record["guard"], globals_, values), record["guard"],
+    guard = GuardFunction(guard_maker(record["name"], sources.guard, globals_, values), sources.guard,
                           lambda: decode_guards(encoded) if encoded else [], dispatcher.params, globals_, lazy=True)
-    entry = Entry(guard, fn, dispatcher.compiles, source=record["source"], reason=record["reason"],
+    entry = Entry(guard, fn, dispatcher.compiles, source=sources.entry, reason=record["reason"],
                   ops=record["ops"], eager_ops=record.get("eager_ops", 0), where=[tuple(w) for w in record["where"]],
                   raises=record["raises"], loaded=True,
                   graph=record["graph"], graph_break=record["graph_break"],
@@ -454,23 +547,31 @@ def _entry(dispatcher, record: dict, args) -> Entry:
     return entry
 
 
-def _tensor_checker(dispatcher, record: dict, args):
-    """torch's tensor checker for the record's tensor guards, made from this call's tensors once
-    each has the recorded facts (else locate.Lost: the record does not apply to this call)."""
-    if TensorGuards is None:
-        raise locate.Lost("torch's TensorGuards is not available")
-    ns: dict = {}
-    exec(marshal.loads(record["reader"]), ns)
-    try:
-        tensors = ns["___tensors"](dispatcher.globals, *args)
-    except Exception as e:
-        raise locate.Lost(f"a tensor the guards check cannot be read: {type(e).__name__}") from None
-    facts = record["tensors"]
-    for t, fact in zip(tensors, facts):
-        if tensor_facts(t, fact[1], fact[2]) != fact:
-            raise locate.Lost("the call's tensors are not the recorded ones")
-    return TensorGuards(*tensors, dynamic_dims_sizes=[list(f[1]) for f in facts],
-                        dynamic_dims_strides=[list(f[2]) for f in facts]).check
+class FirstTensorCheck:
+    """A loaded entry's tensor checker until its first call. The entry's own checks read the
+    call's tensors and hand them here last of all; each is compared with the record's facts,
+    torch's checker (`TensorGuards`) is made from them, and the entry's closure cell is set to
+    that checker: later calls call it directly. (False where a tensor differs: the entry does
+    not accept the call, and the load goes on to the next record.)"""
+
+    def __init__(self, name: str, facts: tuple):
+        self.name, self.facts = name, facts
+        self.check = self.entry = None
+
+    def __call__(self, *tensors) -> bool:
+        if self.check is None:
+            facts = self.facts
+            if len(tensors) != len(facts) or not all(map(has_facts, tensors, facts)):
+                if logs.enabled("perf_hints"):
+                    logs.get("perf_hints").debug("a persisted entry does not apply: the call's tensors are not "
+                                                 "the recorded ones")
+                return False
+            self.check = TensorGuards(*tensors, dynamic_dims_sizes=[list(f[1]) for f in facts],
+                                      dynamic_dims_strides=[list(f[2]) for f in facts]).check
+            code = getattr(self.entry, "__code__", None)
+            if code is not None and self.name in code.co_freevars:
+                self.entry.__closure__[code.co_freevars.index(self.name)].cell_contents = self.check
+        return self.check(*tensors)  # (aliasing among them: False, as for the traced entry's)
 
 
 prefetch()  # (the scan runs while the rest of rewrite is imported: see prefetch)

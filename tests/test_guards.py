@@ -564,3 +564,63 @@ def test_instances_that_answer_their_class_themselves_are_checked_one_by_one():
     each instance's read stays a check of its own."""
     _, _, reads = _compiled_over(torch.nn.Sequential(*[_ClassProperty(k) for k in range(1, 4)]))
     assert reads == [3, 3]
+
+
+class _Part:
+    def __init__(self, scale, child=None):
+        self.scale, self.child = scale, child
+
+
+def _through_parts(x, cfg):
+    for part in (cfg.a, cfg.b, cfg.c):  # (checked near the top: their locals are free again below)
+        x = x * part.scale + part.scale
+    for part in (cfg.d, cfg.e):
+        x = x + part.child.child.scale * part.child.child.scale
+    return x
+
+
+def _parts():
+    from types import SimpleNamespace
+    shallow = {k: _Part(i + 1.0) for i, k in enumerate("abc")}
+    return SimpleNamespace(**shallow, **{k: _Part(0.0, _Part(i + 0.5, _Part(i + 0.25))) for i, k in enumerate("de")})
+
+
+def test_a_local_the_checks_are_done_with_is_reused_and_every_change_recompiles():
+    """The guard code binds a value read by more than one check to a local; once the checks
+    that may read it are behind, its name holds the next one (a frame of a few locals, fewer
+    names to intern) -- and every guard still reads what it checks."""
+    import re
+    cfg, x = _parts(), torch.randn(3)
+    eager = eager_copy(_through_parts)
+    jit(_through_parts)
+    assert_same(_through_parts(x, cfg), eager(x, cfg))
+    src = dispatcher_of(_through_parts).entries[0].guard.source
+    bound = re.findall(r"(___s\d+) = ", src)
+    assert len(set(bound)) < len(bound), src  # (a name bound again: reused)
+    for change in (lambda c: setattr(c.e.child.child, "scale", 7.0), lambda c: setattr(c.d, "child", _Part(3.0, c.e)),
+                   lambda c: setattr(c, "b", _Part(9.0)), lambda c: setattr(c.a, "scale", -1.0)):
+        change(cfg)
+        assert_same(_through_parts(x, cfg), eager(x, cfg))
+        entries = dispatcher_of(_through_parts).entries  # (each guard reads what it checks: only the first
+        assert sum(bool(e.guard.fn(x, _parts())) for e in entries) == 1  # entry's accepts the parts as they were)
+    fresh = _parts()
+    assert_same(_through_parts(x, fresh), eager(x, fresh))  # (the first entry again: a hit)
+
+
+def test_a_check_that_reads_beyond_its_guards_sources_gets_locals_of_its_own(monkeypatch):
+    """The safety net under the reuse: where a check reads a named value outside the steps its
+    guard's sources were counted for (here: sources hidden from the count), the guards are
+    rendered again with a local per value, never with one another value may hold."""
+    from rewrite.guards import codegen
+    real = codegen._sources_of
+    monkeypatch.setattr(codegen, "_sources_of", lambda g: real(g)[:0] if "'scale'" in repr(g) else real(g))
+    renders = []
+    render = codegen._render
+    monkeypatch.setattr(codegen, "_render", lambda *a, **k: renders.append(k["reuse"]) or render(*a, **k))
+    cfg, x = _parts(), torch.randn(3)
+    eager = eager_copy(_through_parts)
+    jit(_through_parts)
+    assert_same(_through_parts(x, cfg), eager(x, cfg))
+    assert renders == [True, False]
+    cfg.d.child.child.scale = 5.0
+    assert_same(_through_parts(x, cfg), eager(x, cfg))

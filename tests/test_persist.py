@@ -55,9 +55,10 @@ def new_process(dispatcher):
     dispatcher.persisted = persist.Held()
 
 
-def files(cache):
+def files(cache, suffix=".rwe"):
+    """The persistent cache's record files (or, with suffix=".rws", their texts files)."""
     folder = cache / "persist"
-    return sorted(folder.iterdir()) if folder.exists() else []
+    return sorted(p for p in folder.iterdir() if p.suffix == suffix) if folder.exists() else []
 
 
 def test_a_new_dispatcher_loads_what_another_compiled(cache):
@@ -109,6 +110,71 @@ def test_other_tensors_miss(cache):
         other = fresh(scaled)
         assert_same(other(x2, w2), scaled(x2, w2))
         assert not entries_of(other)[0].loaded
+
+
+def _doubled(x, k=2):
+    return x * k
+
+
+def through_callee(x):
+    return torch.relu(_doubled(x)) + 1
+
+
+@pytest.mark.parametrize("change", ["code", "defaults"])
+def test_a_callee_whose_code_or_defaults_changed_is_a_miss(cache, change):
+    """A function the entry inlined is found again by name; its code is checked with every
+    other code object of the entry at once (locate.check_codes), its defaults one by one."""
+    x = torch.randn(4, 3)
+    fresh(through_callee)(x)
+    persist.flush()
+    attr = "__code__" if change == "code" else "__defaults__"
+    before = getattr(_doubled, attr)
+    setattr(_doubled, attr, (lambda x, k=2: x * k + 1).__code__ if change == "code" else (3,))
+    try:
+        again = fresh(through_callee)
+        assert_same(again(x), through_callee(x))
+        assert not entries_of(again)[0].loaded
+    finally:
+        setattr(_doubled, attr, before)
+    same = fresh(through_callee)
+    assert_same(same(x), through_callee(x))
+    assert entries_of(same)[0].loaded
+
+
+def test_codes_are_checked_one_by_one_where_their_hash_together_differs():
+    """The hash of all an entry's code objects (made when the record was) differs where the same
+    code objects are found as other objects -- equal copies, say -- then each is checked alone."""
+    from rewrite import locate
+    code, other = _doubled.__code__, through_callee.__code__
+    pairs = [(code, locate.code_hash(code)), (other, locate.code_hash(other))]
+    digest = locate.codes_digest(pairs)
+    locate.check_codes(pairs, digest)
+    locate.check_codes(pairs, "0" * 64)  # (a digest of other objects: each one's own hash decides)
+    changed = [(code.replace(co_name="renamed"), pairs[0][1]), pairs[1]]
+    with pytest.raises(locate.Lost, match="_doubled changed"):
+        locate.check_codes(changed, digest)
+
+
+def added(a, b):
+    return a * 2 + b
+
+
+def test_a_loaded_entry_checks_its_first_calls_tensors_then_holds_torchs_checker(cache):
+    a, b = torch.randn(4, 3), torch.randn(4, 3)
+    fresh(added)(a, b)
+    persist.flush()
+    again = fresh(added)
+    assert_same(again(a, b), added(a, b))
+    (entry,) = entries_of(again)
+    assert entry.loaded
+    fn = entry.fn
+    cell = fn.__closure__[fn.__code__.co_freevars.index("___check_tensors")]
+    assert not isinstance(cell.cell_contents, persist.FirstTensorCheck)  # (torch's checker itself, now)
+    assert_same(again(b, a), added(b, a))
+    assert [e.loaded for e in entries_of(again)] == [True]
+    aliased = fresh(added)  # (one tensor for both: torch's checker made from the call refuses it)
+    assert_same(aliased(a, a), added(a, a))
+    assert not entries_of(aliased)[0].loaded
 
 
 class Net(torch.nn.Module):
@@ -181,6 +247,64 @@ def test_untrusted_files_are_misses(cache, how):
     again = fresh(scaled)
     assert_same(again(x, w), scaled(x, w))
     assert not entries_of(again)[0].loaded
+
+
+@pytest.mark.parametrize("how", ["missing", "readable", "symlink"])
+def test_an_entry_whose_texts_file_is_not_ours_is_a_miss(cache, how):
+    """The texts (the entry's source, its guard's) are read when first asked for, not on load:
+    a texts file that is gone or not ours alone makes the record a miss at once."""
+    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    fresh(scaled)(x, w)
+    persist.flush()
+    (path,) = files(cache, ".rws")
+    if how == "missing":
+        path.unlink()
+    else:
+        _corrupt(path, how)
+    again = fresh(scaled)
+    assert_same(again(x, w), scaled(x, w))
+    assert not entries_of(again)[0].loaded
+
+
+@pytest.mark.parametrize("how", ["flipped", "truncated", "garbage"])
+def test_a_corrupt_texts_file_reads_as_no_text_and_a_guard_that_accepts_nothing(cache, how):
+    """Found corrupt when first read (after the entry loaded): the entry's source is empty, and
+    its guard closure -- what a miss asks before compiling anew -- accepts no call; calls
+    still run the loaded entry (its own checks) and give eager's results."""
+    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    fresh(scaled)(x, w)
+    persist.flush()
+    (path,) = files(cache, ".rws")
+    again = fresh(scaled)
+    _corrupt(path, how)
+    assert_same(again(x, w), scaled(x, w))
+    (entry,) = entries_of(again)
+    assert entry.loaded and entry.source == "" and entry.guard.source == ""
+    assert not entry.guard.fn(x, w)
+    y = torch.randn(2, 3, dtype=torch.float64)
+    assert_same(again(y, w.double()), scaled(y, w.double()))  # (a miss: compiled anew)
+    assert_same(again(x, w), scaled(x, w))
+    assert sorted(e.loaded for e in entries_of(again)) == [False, True]
+
+
+def test_a_loaded_entry_reads_its_texts_when_asked_and_tracebacks_show_its_lines(cache):
+    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    first = fresh(scaled)
+    first(x, w)
+    persist.flush()
+    traced = entries_of(first)[0]
+    again = fresh(scaled)
+    assert_same(again(x, w), scaled(x, w))
+    (entry,) = entries_of(again)
+    assert entry.loaded
+    assert traced.source.strip() in entry.source and entry.guard.source == traced.guard.source
+    import linecache
+    path = entry.fn.__code__.co_filename
+    for p in cache.rglob("entries/*.py"):
+        p.unlink()  # (the entry module's file gone: linecache asks the texts file)
+    linecache.checkcache()
+    lines = linecache.getlines(path)
+    assert "".join(lines).strip() == entry.source.strip()  # (the module the entry's code was compiled from)
 
 
 def test_foreign_owned_files_are_misses(cache, monkeypatch):
@@ -386,7 +510,7 @@ def test_two_processes_writing_at_once_leave_a_valid_file(tmp_path):
     for p in procs:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
-    (path,) = sorted((cache_dir / "persist").iterdir())
+    (path,) = files(cache_dir)
     data = path.read_bytes()
     import hashlib
     import marshal
@@ -394,6 +518,9 @@ def test_two_processes_writing_at_once_leave_a_valid_file(tmp_path):
     assert data.startswith(persist.MAGIC) and hashlib.sha256(payload).digest() == data[len(persist.MAGIC):][:32]
     held = marshal.loads(payload)
     assert 1 <= len(held["records"]) <= persist.KEEP
+    for record in held["records"]:  # (each one's texts file written whole, by one of them or both)
+        texts = (cache_dir / "persist" / (record["sources"] + ".rws")).read_bytes()
+        assert hashlib.sha256(texts[len(persist.SOURCES_MAGIC):]).hexdigest() == record["sources"]
 
 
 def printing(x, n):
@@ -506,22 +633,23 @@ def test_records_are_trimmed_least_recently_used_first(cache):
     fresh(scaled)(x, w)
     fresh(sized)(torch.randn(3))
     persist.flush()
-    by_name = {_record_name(p): p for p in files(cache)}
+    by_name = {_record(p)["name"]: p for p in files(cache)}
     older, newer = by_name["scaled_0"], by_name["sized_0"]
-    os.utime(older, (1000, 1000))
-    os.utime(newer, (2000, 2000))
+    older_texts, newer_texts = (p.parent / (_record(p)["sources"] + ".rws") for p in (older, newer))
+    for p, age in ((older, 1000), (older_texts, 1000), (newer, 2000), (newer_texts, 2000)):
+        os.utime(p, (age, age))
     again = fresh(scaled)
-    assert_same(again(x, w), scaled(x, w))  # (loads `older`: now the most recently used)
+    assert_same(again(x, w), scaled(x, w))  # (loads `older`: it and its texts now the most recently used)
     assert entries_of(again)[0].loaded
     for p in cache.rglob("*"):
         if p.is_file() and p.parent.name != "persist":
             os.utime(p, (10, 10))  # (the generated sources: older than both, trimmed first)
-    records = sum(os.stat(p).st_blocks * 512 for p in (older, newer))
-    codeload.trim(str(cache), records)  # (trims to 80 % of the cap: one record must go)
-    assert older.exists() and not newer.exists()
+    kept = sum(os.stat(p).st_blocks * 512 for p in (older, older_texts))
+    codeload.trim(str(cache), int(kept / 0.8) + 1)  # (trims to 80 % of the cap: the other record must go)
+    assert older.exists() and older_texts.exists() and not newer.exists() and not newer_texts.exists()
 
 
-def _record_name(path) -> str:
+def _record(path) -> dict:
     import marshal
     held = marshal.loads(path.read_bytes()[len(persist.MAGIC) + 32:])
-    return held["records"][0]["name"]
+    return held["records"][0]

@@ -21,10 +21,12 @@ into a local, just before the first check that needs it:
 from __future__ import annotations
 
 import collections
+import heapq
 import itertools
 
 import torch
 
+from .. import codeload
 from .guard import Consts, DistinctMatch, Guard, TensorMatch, TypeMatch, UnaliasedMatch
 from .source import (GLOBALS, AttrSource, LocalSource, Source, TypeSource, comment, param_name, raw_expr,
                      shared_names)
@@ -189,7 +191,9 @@ class GuardFunction:
     its checks; this closure on its own serves misses, `explain` and recompile reasons, and a
     first compile never needs it: its source need not be compiled on the first call)."""
 
-    def __init__(self, fn, source: str, guards, params: tuple[str, ...], globals_: dict, lazy: bool = False):
+    source = codeload.LazyText()  # (a loaded entry's: read from the persistent cache when first asked for)
+
+    def __init__(self, fn, source, guards, params: tuple[str, ...], globals_: dict, lazy: bool = False):
         self._fn, self._make = (None, fn) if lazy else (fn, None)
         self.source = source
         self._guards = guards  # (a list, or a function making it: an entry loaded from the persistent cache)
@@ -247,8 +251,37 @@ def tensor_facts(t, shape: tuple, stride: tuple) -> tuple:
         return ()
     sizes = tuple(None if s is None else n for s, n in zip(shape, t.shape))
     strides = tuple(None if s is None else n for s, n in zip(stride, t.stride()))
-    return (f"{type(t).__module__}.{type(t).__qualname__}", sizes, strides, str(t.dtype), str(t.device),
+    cls, dtype, device = type(t), t.dtype, t.device
+    return (_NAMES.get(cls) or _NAMES.setdefault(cls, f"{cls.__module__}.{cls.__qualname__}"), sizes, strides,
+            _DTYPES.get(dtype) or _DTYPES.setdefault(dtype, str(dtype)),
+            _DEVICES.get(device) or _DEVICES.setdefault(device, str(device)),
             t.requires_grad, torch._C._dispatch_keys(t).raw_repr())
+
+
+def has_facts(t, fact: tuple) -> bool:
+    """Whether `tensor_facts(t, ...)` would be `fact` (what a load compares, dozens of tensors
+    at once: without building the facts of each)."""
+    if not isinstance(t, torch.Tensor) or len(fact) != 7:
+        return False
+    name, sizes, strides, dtype, device, grad, keys = fact
+    cls = type(t)
+    if (_NAMES.get(cls) or _NAMES.setdefault(cls, f"{cls.__module__}.{cls.__qualname__}")) != name \
+            or t.requires_grad is not grad or t.dim() != len(sizes):
+        return False
+    dt, dev = t.dtype, t.device
+    if (_DTYPES.get(dt) or _DTYPES.setdefault(dt, str(dt))) != dtype or \
+            (_DEVICES.get(dev) or _DEVICES.setdefault(dev, str(dev))) != device:
+        return False
+    shape, stride = t.shape, t.stride()
+    if (shape != sizes if None not in sizes else any(s is not None and s != n for s, n in zip(sizes, shape))) or \
+            (stride != strides if None not in strides else any(s is not None and s != n for s, n in zip(strides, stride))):
+        return False
+    return torch._C._dispatch_keys(t).raw_repr() == keys
+
+
+_NAMES: dict = {}  # tensor type -> its name in tensor_facts (a load compares dozens: each made once)
+_DTYPES: dict = {}
+_DEVICES: dict = {}
 
 
 def _batched_tensor_checks(tensors: list[TensorMatch], checker, consts: Consts) -> list[str]:
@@ -270,29 +303,82 @@ def _sources_of(g: Guard) -> list[Source]:
     return [s for s in (getattr(g, "source", None), getattr(g, "other", None)) if isinstance(s, Source)]
 
 
-def _shared_sources(ordered: list[Guard], also=()) -> tuple[dict, dict]:
+_END = 1 << 62  # the step of what the entry reads after the checks: a local it reads is never reused
+
+
+def _shared_sources(emitted: list[Guard], steps: list[int], also=(), reuse: bool = True) -> tuple[dict, dict, dict, dict]:
     """Sources read (themselves or as the base of another) by more than one check, or by a
     check and the entry (`also`: the sources the entry reads its graph inputs from): named.
-    Returns (source -> its local, id(source) -> its local or None for every source object
-    counted). Counted by object first (a hash of an int, in C), then by equality once per
-    object (a source's hash is Python code: GPT-2's guards read 30,000 source parts)."""
-    parts: list = []  # (each check's sources and their bases, each once per check)
-    for s in also:
-        parts += (s, *s.bases())
-    for g in ordered:
+    Counted by object first (a hash of an int, in C), then by equality once per object (a
+    source's hash is Python code: GPT-2's guards read 30,000 source parts).
+
+    `emitted`: the guards in the order their checks are written, `steps[i]` the statement
+    group of guard i. With `reuse`, a local is reused once every check that may read its source
+    (a guard's sources and their bases) is behind (`_allocate`): a frame of a few dozen locals,
+    not hundreds, and fewer names for a new process to intern when it loads the entry. Returns (source -> its local,
+    id(source) -> its local or None for every source object counted, source -> (first, last)
+    step that may read it, id(source) -> the same for the sources named)."""
+    parts: list = []  # (each check's sources and their bases, each once per check, in step order)
+    where: list = []
+    for g, step in zip(emitted, steps):
         sources = _sources_of(g)
         if len(sources) == 1:  # (a source and its bases are distinct: each counted once)
-            parts += (sources[0], *sources[0].bases())
+            chunk = (sources[0], *sources[0].bases())
         else:
-            parts += {part for s in sources for part in (s, *s.bases())}
-    by_id = collections.Counter(map(id, parts))  # id(part) -> how many checks read it (counted in C)
-    objects = dict(zip(map(id, parts), parts))
-    total = collections.Counter()  # (in first-read order: the locals are numbered as read)
+            chunk = {part for s in sources for part in (s, *s.bases())}
+        parts += chunk
+        where += [step] * len(chunk)
+    for s in also:
+        chunk = (s, *s.bases())
+        parts += chunk
+        where += [_END] * len(chunk)
+    ids = list(map(id, parts))
+    by_id = collections.Counter(ids)  # id(part) -> how many checks read it (counted in C)
+    objects = dict(zip(ids, parts))
+    first, last = dict(zip(reversed(ids), reversed(where))), dict(zip(ids, where))  # (steps never decrease)
+    total = collections.Counter()
     for key, n in by_id.items():
         total[objects[key]] += n
     shared = [s for s, n in total.items() if n > 1 and not isinstance(s, LocalSource) and s.bases()]
-    names = {s: f"___s{i}" for i, s in enumerate(shared)}
-    return names, {key: names.get(part) for key, part in objects.items()}
+    index = {s: i for i, s in enumerate(shared)}
+    spans = [[_END, 0] for _ in shared]
+    of_id = {}
+    for key, part in objects.items():
+        i = index.get(part)
+        if i is not None:
+            of_id[key] = i
+            span = spans[i]
+            span[0], span[1] = min(span[0], first[key]), max(span[1], last[key])
+    local = _allocate(spans) if reuse else [f"___s{i}" for i in range(len(shared))]
+    names = {s: local[i] for i, s in enumerate(shared)}
+    by_source = {s: tuple(spans[i]) for i, s in enumerate(shared)}
+    return names, {key: local[of_id[key]] if key in of_id else None for key in objects}, by_source, \
+        {key: by_source[shared[i]] for key, i in of_id.items()}
+
+
+def _allocate(spans: list) -> list[str]:
+    """A local name for each [first, last] span of steps: the lowest free one, freed after its
+    last step (linear scan: no two spans that share a step share a name). Spans that start at
+    _END (read by the entry only, never by a check) get names of their own."""
+    names = [""] * len(spans)
+    free: list = []  # (numbers of names free again, lowest first)
+    busy: list = []  # (last step, number) of the names in use
+    count = 0
+    for i in sorted(range(len(spans)), key=lambda i: spans[i][0]):
+        start, stop = spans[i]
+        while busy and busy[0][0] < start:
+            heapq.heappush(free, heapq.heappop(busy)[1])
+        number = heapq.heappop(free) if free and start < _END else count
+        if number == count:
+            count += 1
+        heapq.heappush(busy, (stop, number))
+        names[i] = f"___s{number}"
+    return names
+
+
+class _Reread(Exception):
+    """A check read a named source outside the steps _shared_sources counted for it: render
+    again with a local of its own for each (see render_guards)."""
 
 
 def _body(groups: list[tuple[list[str], list[str]]], fail: str) -> list[str]:
@@ -320,13 +406,10 @@ class GuardCode:
         with shared_names(self.bound):
             return source.expr()
 
-    def tensor_record(self, params) -> tuple[tuple, str]:
-        """For the persistent cache: the facts of each tensor the checker checks, and the source
-        of `___tensors(G, <params>)`, which reads them from a call."""
-        facts = tuple(tensor_facts(t, g.shape, g.stride) for g, t in self.checked)
-        exprs = "".join(f"{g.source.expr()}, " for g, _ in self.checked)
-        return facts, (f"def ___tensors({', '.join([GLOBALS, *(param_name(p) for p in params)])}):\n"
-                       f"    return ({exprs})\n") if self.checked else ""
+    def tensor_record(self) -> tuple:
+        """For the persistent cache: the facts of each tensor the checker checks, in the order
+        it takes them (see persist.FirstTensorCheck)."""
+        return tuple(tensor_facts(t, g.shape, g.stride) for g, t in self.checked)
 
     def lines(self, fail: str) -> list[str]:
         return _body(self.groups, fail)
@@ -349,7 +432,18 @@ def render_guards(guards: GuardSet, name: str, consts: Consts | None = None, rea
     reads them too -- a parameter's module path is walked once per call, not twice)."""
     ordered = guards.ordered()
     consts = consts if consts is not None else Consts()
-    names, ids = _shared_sources(ordered, reads)
+    tensors = [g for g in ordered if isinstance(g, TensorMatch)]
+    checker = _tensor_checker(tensors, guards)
+    plain = [g for g in ordered if not isinstance(g, TensorMatch)]
+    steps = list(range(len(plain))) + [len(plain) + (0 if checker is not None else i) for i in range(len(tensors))]
+    try:
+        return _render(guards, ordered, name, consts, reads, plain, tensors, checker, steps, reuse=True)
+    except _Reread:  # (never seen: a check that reads a source beyond its guard's own)
+        return _render(guards, ordered, name, consts, reads, plain, tensors, checker, steps, reuse=False)
+
+
+def _render(guards, ordered, name, consts, reads, plain, tensors, checker, steps, reuse) -> GuardCode:
+    names, ids, spans, spans_by_id = _shared_sources(plain + tensors, steps, reads, reuse)
     groups: list[tuple[list[str], list[str]]] = []
     bound: set = set()
 
@@ -373,13 +467,18 @@ def render_guards(guards: GuardSet, name: str, consts: Consts | None = None, rea
                 found = tuple(b for b in bases if named(b))
         return found
 
-    def emit(checks_of, used: set):
+    def emit(step: int, checks_of, used: set):
         """Render one guard's checks; bind the named values they read first (bases first)."""
         used.clear()
         checks = checks_of()
         bindings = []
         for s in list(used):  # bases first
             used.update(named_bases(s))
+        if reuse:  # (each local read within the steps its source was counted for: it holds that source)
+            for s in used:
+                first, last = spans_by_id.get(id(s)) or spans[s]
+                if not first <= step <= last:
+                    raise _Reread(s)
         for s in sorted(used - bound, key=lambda s: len(s.bases())):
             bindings.append(f"{names[s]} = {raw_expr(s)}")  # its named bases are bound above
             bound.add(s)
@@ -388,16 +487,14 @@ def render_guards(guards: GuardSet, name: str, consts: Consts | None = None, rea
         else:
             groups[-1][1].extend(checks)
 
-    tensors = [g for g in ordered if isinstance(g, TensorMatch)]
     with shared_names(names, ids) as used:  # (one context for all: `used` is each guard's, cleared first)
-        for g in ordered:
-            if not isinstance(g, TensorMatch):
-                emit(lambda g=g: g.checks(consts), used)
-        checker = _tensor_checker(tensors, guards)
+        for step, g in enumerate(plain):
+            emit(step, lambda g=g: g.checks(consts), used)
         checked = [(g, guards.examples[g]) for g in tensors] if checker is not None else []
         if checker is not None:
-            emit(lambda: _batched_tensor_checks(tensors, checker, consts), used)
+            emit(len(plain), lambda: _batched_tensor_checks(tensors, checker, consts), used)
         else:
-            for g in tensors:
-                emit(lambda g=g: g.checks(consts), used)
-    return GuardCode(groups, consts, ordered, name, checked, {s: names[s] for s in bound})
+            for step, g in enumerate(tensors, len(plain)):
+                emit(step, lambda g=g: g.checks(consts), used)
+    held = {s: names[s] for s in bound if not reuse or spans[s][1] == _END}  # (the entry's: locals never reused)
+    return GuardCode(groups, consts, ordered, name, checked, held)
