@@ -160,14 +160,21 @@ def _same(a, b):
 
 @dataclass(frozen=True)
 class BoxSpec:
-    """A Box with a float tensor `w` (shape d2) and an int `k` (and, `code_key`, a CodeKey)."""
+    """A Box with a float tensor `w` (shape d2) and an int `k` (and, `code_key`, a CodeKey). With
+    `nested`, Boxes within it too, read at several depths by the guards: `a.k`, `a.b.k` (1 or 2,
+    alternating between calls: guarded), `a.b.w` (a tensor), `c.k`."""
     name: str
     k: int
     code_key: bool = False
+    nested: bool = False
 
     def expr(self, dims: dict, seed: int) -> str:
         w = TensorSpec("w", ("d2",), "float32", "contiguous").expr(dims, seed)
-        return f"Box(w={w}, k={self.k})" + (".keyed()" if self.code_key else "")
+        inner = ""
+        if self.nested:
+            w2 = TensorSpec("w", ("d2",), "float32", "contiguous").expr(dims, seed + 7)
+            inner = f", a=Box(k={self.k + 1}, b=Box(k={1 + _parity(seed)}, w={w2})), c=Box(k=3)"
+        return f"Box(w={w}, k={self.k}{inner})" + (".keyed()" if self.code_key else "")
 
 
 @dataclass(frozen=True)

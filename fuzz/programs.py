@@ -17,7 +17,9 @@ writes into a tensor reached through an attribute (`obj.w.add_(1)`), an inlined 
 writes into its argument, writes in loops, and writes under `torch.no_grad()` into inputs
 that require grad (in grad mode those raise eagerly, so the sample run drops them).
 The targets are mostly inputs and views of inputs, and some programs get inputs that alias
-each other (`AliasSpec`: a view of an earlier input, or two views of a hidden base).
+each other (`AliasSpec`: a view of an earlier input, or two views of a hidden base). A passed-in
+object may hold others, read at several depths (`obj.a.b.k`, changing between calls: each guard
+must read what it checks where guard code reuses its locals).
 
 Python constructs around the tensor ops have their own tables (`PYTHON_RULES`; `--focus python`,
 `classes`, `exceptions`, `contexts`): objects of the program's own classes (`PRELUDE`: `Acc` with a
@@ -448,6 +450,20 @@ def rule_box(draw, g):
         # writes into a tensor reached through an attribute (like a module's parameter or buffer)
         f"{box}.w.add_({a}.sum())", f"{box}.w[:1] = {box}.k", f"{box}.w.mul_({a})", f"{box}.w += {a}"]))
     return [template], None
+
+
+def rule_box_nested(draw, g):
+    """Read (and set) attributes of Boxes nested in the passed-in one, at several depths: the
+    guards bind each object read by more than one check to a local and reuse the local once
+    those checks are behind; `a.b.k` changes between calls, so every guard must still read what
+    it checks (a local holding another object would let a stale entry run)."""
+    box, a = _box_and_tensor(draw, g)
+    if not hasattr(g.meta[box], "a"):
+        raise _Discard
+    return [draw(st.sampled_from([
+        f"{g.new()} = {a} * {box}.a.b.k + {box}.c.k", f"{g.new()} = {a} + {box}.a.b.w.sum() * {box}.a.k",
+        f"{g.new()} = {a} * ({box}.a.k + {box}.a.b.k * {box}.c.k) - {box}.k",
+        f"{box}.a.b.k = {box}.c.k + {box}.a.k", f"{box}.c = {box}.a.b", f"{box}.a.b.w.mul_({box}.c.k)"]))], None
 
 
 def rule_box_dict(draw, g):
@@ -1269,7 +1285,8 @@ RULES = [
     (8, rule_assign(UNARY)), (8, rule_assign(BINARY)), (5, rule_assign(REDUCE)), (5, rule_assign(VIEW)),
     (4, rule_assign(INDEX)), (4, rule_assign(COMBINE)), (3, rule_assign(SIZES, "k")), (2, rule_assign(CREATE)),
     (2, rule_if_python), (2, rule_for), (2, rule_helper), (1, rule_unsupported), (2, rule_box),
-    (1, rule_box_dict), (1, rule_grad_block), (1, rule_assign(DEFAULT_DTYPE)), *WRITE_RULES, *PYTHON_RULES,
+    (2, rule_box_nested), (1, rule_box_dict), (1, rule_grad_block), (1, rule_assign(DEFAULT_DTYPE)), *WRITE_RULES,
+    *PYTHON_RULES,
 ]
 # `python -m rewrite.fuzz --focus NAME`: a subset of the rules, for a long run at one feature
 FOCUS = {
@@ -1278,7 +1295,8 @@ FOCUS = {
     # the Python constructs around tensor ops: classes, exceptions, sets, contexts, functools/itertools
     "python": PYTHON_RULES + [(3, rule_assign(UNARY)), (3, rule_assign(BINARY)), (1, rule_assign(REDUCE)),
                               (1, rule_write(INPLACE)), (1, rule_unsupported), (1, rule_helper), (1, rule_box)],
-    "classes": CLASS_RULES + [(2, rule_assign(BINARY)), (1, rule_write(INPLACE)), (1, rule_box), (2, rule_box_dict)],
+    "classes": CLASS_RULES + [(2, rule_assign(BINARY)), (1, rule_write(INPLACE)), (1, rule_box), (2, rule_box_dict),
+                              (2, rule_box_nested)],
     "exceptions": EXCEPTION_RULES + [(2, rule_assign(BINARY)), (1, rule_write(INPLACE)), (1, rule_unsupported)],
     "contexts": CONTEXT_RULES + [(2, rule_assign(BINARY)), (1, rule_write(INPLACE)), (1, rule_unsupported)],
     "fills": FILL_RULES + SET_RULES + [(2, rule_assign(BINARY)), (1, rule_assign(SIZES, "k")), (1, rule_for),
@@ -1334,7 +1352,7 @@ def programs(draw, max_statements: int = 8, rules: list | None = None) -> Progra
     if draw(st.integers(0, 3)) == 0:
         inputs.append(ScalarSpec("s", "float", draw(st.sampled_from([0.5, -1.5, 2.0, 0.0]))))
     if draw(st.integers(0, 4)) == 0:
-        inputs.append(BoxSpec("obj", draw(st.integers(1, 3)), draw(st.booleans())))
+        inputs.append(BoxSpec("obj", draw(st.integers(1, 3)), draw(st.booleans()), draw(st.booleans())))
     if draw(st.integers(0, 4)) == 0:
         inputs.append(ListSpec("out"))
     python = any(r in {r for _, r in PYTHON_RULES} for _, r in rules)  # (only where those rules are drawn)

@@ -2,42 +2,42 @@
 tracing the call again.
 
 What a compile produced is one *record*: the entry's generated module, compiled (the code
-object, marshalled: no `compile()` on load), its guards as data (`encode_guards`: what a
-loaded entry says when it misses, and dispatches on), how to find each constant the module
-names again (`rewrite/locate.py`), and one hash of every code object those constants are
-checked by (`locate.check_codes`). The texts -- the module's source (for tracebacks, logs and
-`explain`) and the guard closure's (compiled when first needed, as in the process that traced)
--- are in a file of their own named by their SHA-256, read only when first asked for: a
-loaded entry's first call does not read them (~60 % of the bytes). The tensor checker (torch's
-`TensorGuards`) is made again from the recorded facts of each tensor the guards check: the
-loaded entry's first call hands its tensors (read by its own checks) to `FirstTensorCheck`,
-which compares their facts with the record's and builds the checker from them. A record whose constants cannot be found again, or found
-changed (a function's code, its defaults), or whose tensors differ, is not loaded: the call
-traces as if there were none. Entries of the `python` backend (the default on CPU), entries
-without a graph, and entries that run the call eagerly are written -- at a graph break too:
-its resume functions and steps are made again from how they were made (`__rewrite_made__`,
-see rewrite/breaks.py); other backends' are not (yet): they trace again.
+object, marshalled: no `compile()` on load), its guards as data (`encode_guards`: what a loaded
+entry says when it misses, and dispatches on), how to find each constant the module names again
+(`rewrite/locate.py`), and one hash of every code object those constants are checked by
+(`locate.check_codes`). The texts -- the module's source (for tracebacks, logs and `explain`)
+and the guard closure's (compiled when first needed, as in the process that traced) -- are in a
+file of their own named by their SHA-256, read only when first asked for: a loaded entry's
+first call does not read them (~60 % of the bytes). The tensor checker (torch's `TensorGuards`)
+is made again from the recorded facts of each tensor the guards check: the loaded entry's first
+call hands its tensors (read by its own checks) to `FirstTensorCheck`, which compares their
+facts with the record's and builds the checker from them. A record whose constants cannot be
+found again, or found changed (a function's code, its defaults), or whose tensors differ, is
+not loaded: the call traces as if there were none. Entries of the `python` backend (the default
+on CPU), entries without a graph, and entries that run the call eagerly are written -- at a
+graph break too: its resume functions and steps are made again from how they were made
+(`__rewrite_made__`, see rewrite/breaks.py); other backends' are not (yet): they trace again.
 
 The records of one code object live in one file, `<cache dir>/persist/<key>.rwe`, keyed by
 everything a compile depends on beyond the call (see `key_of`): the code object's hash
 (`locate.code_hash`: its bytecode, constants, names *and line numbers*: an entry's tracebacks
 name the lines as they are, so a function moved by an edit above it compiles again), the
-options and backend,
-the settings that change what is traced, and the versions of rewrite (its files), torch and
-Python. The file is `MAGIC`, the SHA-256 of the rest, and a marshalled dict whose "key" must
-equal the expected one; it is read only if it is a regular file of ours that nobody else can
-read (`codeload.read_private`). A record's texts are `<cache dir>/persist/<sha256>.rws`:
-`SOURCES_MAGIC` and the marshalled pair, used only if its SHA-256 is its name (a record whose
-texts file is gone is a miss; one found corrupt later reads as no text: its guard closure then
-accepts nothing). A corrupt, truncated, foreign or stale file is a miss, never an error. Writes go through codeload's writer thread (`codeload.later`, which writes the generated
-sources too), at a quiet moment: once nothing was queued for
-a quarter of a second (at most two seconds after the first), at `flush()`, and at exit -- so
-neither the first call nor the compiles right after it wait for the disk or for the writer's
-hold on the GIL (a SIGKILL within that moment loses those records: a miss later). Each write
-replaces the file atomically with what it read plus its records, so two processes writing at
-once leave one valid file (one of them's records may be lost: a miss later). The file also
-keeps the automatic-dynamic state (`Dispatcher.frame_state`): a warm process makes the sizes
-that changed in the cold one symbols as the cold one did.
+options and backend, the settings that change what is traced, and the versions of rewrite (its
+files), torch and Python. The file is `MAGIC`, the SHA-256 of the rest, and a marshalled dict
+whose "key" must equal the expected one; it is read only if it is a regular file of ours that
+nobody else can read (`codeload.read_private`). A record's texts are
+`<cache dir>/persist/<sha256>.rws`: `SOURCES_MAGIC` and the marshalled pair, used only if its
+SHA-256 is its name (a record whose texts file is gone is a miss; one found corrupt later reads as no
+text: its guard closure then accepts nothing). A corrupt, truncated, foreign or stale file is a
+miss, never an error. Writes go through codeload's writer thread (`codeload.later`, which
+writes the generated sources too), at a quiet moment: once nothing was queued for a quarter of
+a second (at most two seconds after the first), at `flush()`, and at exit -- so neither the
+first call nor the compiles right after it wait for the disk or for the writer's hold on the
+GIL (a SIGKILL within that moment loses those records: a miss later). Each write replaces the
+file atomically with what it read plus its records, so two processes writing at once leave one
+valid file (one of them's records may be lost: a miss later). The file also keeps the
+automatic-dynamic state (`Dispatcher.frame_state`): a warm process makes the sizes that changed
+in the cold one symbols as the cold one did.
 
 `config.persistent_cache`: "readwrite" (the default), "read", or "off"
 (`REWRITE_PERSISTENT_CACHE`). The cache directory's size cap and trimming are codeload's.
@@ -300,7 +300,7 @@ def write(key: tuple, items: list) -> None:
     records = [r for r in held.get("records", ()) if r.get("id") not in newest]
     records = (records + list(newest.values()))[-KEEP:]
     # (format 0: no interning flags. A load then makes plain strings instead of looking each up in
-    # the process's table of interned ones -- ~1,000 for BERT, twice the time of the rest of the load --
+    # the process's table of interned ones -- ~1,000 for BERT, half the time of its unmarshalling --
     # for a file 40 % larger: no references to repeated strings)
     payload = marshal.dumps({"key": text, "records": records, "frame_state": items[-1][3]}, 0)
     codeload.write_private(KIND, name + ".rwe", MAGIC + hashlib.sha256(payload).digest() + payload)

@@ -272,11 +272,16 @@ def has_facts(t, fact: tuple) -> bool:
     if (_DTYPES.get(dt) or _DTYPES.setdefault(dt, str(dt))) != dtype or \
             (_DEVICES.get(dev) or _DEVICES.setdefault(dev, str(dev))) != device:
         return False
-    shape, stride = t.shape, t.stride()
-    if (shape != sizes if None not in sizes else any(s is not None and s != n for s, n in zip(sizes, shape))) or \
-            (stride != strides if None not in strides else any(s is not None and s != n for s, n in zip(strides, stride))):
+    if not _pinned_equal(sizes, t.shape) or not _pinned_equal(strides, t.stride()):
         return False
     return torch._C._dispatch_keys(t).raw_repr() == keys
+
+
+def _pinned_equal(pinned: tuple, actual) -> bool:
+    """Whether `actual` has the values `pinned` pins (None: any)."""
+    if None not in pinned:
+        return actual == pinned
+    return all(p is None or p == n for p, n in zip(pinned, actual))
 
 
 _NAMES: dict = {}  # tensor type -> its name in tensor_facts (a load compares dozens: each made once)
@@ -306,7 +311,8 @@ def _sources_of(g: Guard) -> list[Source]:
 _END = 1 << 62  # the step of what the entry reads after the checks: a local it reads is never reused
 
 
-def _shared_sources(emitted: list[Guard], steps: list[int], also=(), reuse: bool = True) -> tuple[dict, dict, dict, dict]:
+def _shared_sources(emitted: list[Guard], steps: list[int], also=(),
+                    reuse: bool = True) -> tuple[dict, dict, dict, dict]:
     """Sources read (themselves or as the base of another) by more than one check, or by a
     check and the entry (`also`: the sources the entry reads its graph inputs from): named.
     Counted by object first (a hash of an int, in C), then by equality once per object (a
