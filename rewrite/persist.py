@@ -301,7 +301,8 @@ def write(key: tuple, items: list) -> None:
     records = (records + list(newest.values()))[-KEEP:]
     # (format 0: no interning flags. A load then makes plain strings instead of looking each up in
     # the process's table of interned ones -- ~1,000 for BERT, half the time of its unmarshalling --
-    # for a file 40 % larger: no references to repeated strings)
+    # for a file 40 % larger: no references to repeated strings. What shares parts -- the guards --
+    # is bytes of its own, in the default format)
     payload = marshal.dumps({"key": text, "records": records, "frame_state": items[-1][3]}, 0)
     codeload.write_private(KIND, name + ".rwe", MAGIC + hashlib.sha256(payload).digest() + payload)
 
@@ -311,13 +312,15 @@ class _Unencodable(Exception):
     pass
 
 
-def encode_guards(guards) -> tuple | None:
+def encode_guards(guards) -> bytes | None:
     """The guard objects as marshal-able tuples (dataclasses by their fields, sources included;
-    leaves by their locators, sympy relations by `srepr`), or None where one cannot be: the
-    loaded entry then says no reasons (its guards still decide)."""
+    leaves by their locators, sympy relations by `srepr`), marshalled on their own, or None
+    where one cannot be: the loaded entry then says no reasons (its guards still decide). (Their
+    own bytes: their sources share parts, which marshal's references write once, and a load
+    unmarshals them only when first asked for.)"""
     memo: dict = {}
     try:
-        return tuple(_encode(g, memo) for g in guards)
+        return marshal.dumps(tuple(_encode(g, memo) for g in guards))
     except _Unencodable:
         return None
 
@@ -348,11 +351,11 @@ def _encode(obj, memo: dict):
     return out
 
 
-def decode_guards(encoded) -> list:
+def decode_guards(encoded: bytes) -> list:
     """The guards `encode_guards` wrote (an empty list where any cannot be made again)."""
     memo: dict = {}
     try:
-        return [_decode(g, memo) for g in encoded]
+        return [_decode(g, memo) for g in marshal.loads(encoded)]
     except Exception:
         return []
 

@@ -155,6 +155,22 @@ def test_codes_are_checked_one_by_one_where_their_hash_together_differs():
         locate.check_codes(changed, digest)
 
 
+def test_a_loaded_entry_says_why_a_call_misses_as_the_traced_one_does(cache):
+    """Its guards, as data (marshalled on their own, unmarshalled when first asked for), give
+    the recompile reasons the traced entry's give."""
+    x, w = torch.randn(4, 3), torch.randn(3, 5)
+    traced = fresh(scaled)
+    traced(x, w)
+    persist.flush()
+    again = fresh(scaled)
+    again(x, w)
+    (entry,) = entries_of(again)
+    assert entry.loaded and entry.guard.guards
+    for args in [(x.double(), w), (x, torch.randn(3, 6)), (x[:, :2], w)]:
+        expected = entries_of(traced)[0].guard.failures(args)
+        assert expected and entry.guard.failures(args) == expected
+
+
 def added(a, b):
     return a * 2 + b
 
