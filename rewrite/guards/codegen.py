@@ -251,11 +251,8 @@ def tensor_facts(t, shape: tuple, stride: tuple) -> tuple:
         return ()
     sizes = tuple(None if s is None else n for s, n in zip(shape, t.shape))
     strides = tuple(None if s is None else n for s, n in zip(stride, t.stride()))
-    cls, dtype, device = type(t), t.dtype, t.device
-    return (_NAMES.get(cls) or _NAMES.setdefault(cls, f"{cls.__module__}.{cls.__qualname__}"), sizes, strides,
-            _DTYPES.get(dtype) or _DTYPES.setdefault(dtype, str(dtype)),
-            _DEVICES.get(device) or _DEVICES.setdefault(device, str(device)),
-            t.requires_grad, torch._C._dispatch_keys(t).raw_repr())
+    return (_named(type(t)), sizes, strides, _named(t.dtype), _named(t.device), t.requires_grad,
+            torch._C._dispatch_keys(t).raw_repr())
 
 
 def has_facts(t, fact: tuple) -> bool:
@@ -264,13 +261,8 @@ def has_facts(t, fact: tuple) -> bool:
     if not isinstance(t, torch.Tensor) or len(fact) != 7:
         return False
     name, sizes, strides, dtype, device, grad, keys = fact
-    cls = type(t)
-    if (_NAMES.get(cls) or _NAMES.setdefault(cls, f"{cls.__module__}.{cls.__qualname__}")) != name \
-            or t.requires_grad is not grad or t.dim() != len(sizes):
-        return False
-    dt, dev = t.dtype, t.device
-    if (_DTYPES.get(dt) or _DTYPES.setdefault(dt, str(dt))) != dtype or \
-            (_DEVICES.get(dev) or _DEVICES.setdefault(dev, str(dev))) != device:
+    if _named(type(t)) != name or t.requires_grad is not grad or t.dim() != len(sizes) or \
+            _named(t.dtype) != dtype or _named(t.device) != device:
         return False
     if not _pinned_equal(sizes, t.shape) or not _pinned_equal(strides, t.stride()):
         return False
@@ -284,9 +276,16 @@ def _pinned_equal(pinned: tuple, actual) -> bool:
     return all(p is None or p == n for p, n in zip(pinned, actual))
 
 
-_NAMES: dict = {}  # tensor type -> its name in tensor_facts (a load compares dozens: each made once)
-_DTYPES: dict = {}
-_DEVICES: dict = {}
+def _named(obj) -> str:
+    """A tensor type's, dtype's or device's name in tensor_facts (a load compares dozens of
+    tensors: each name made once)."""
+    name = _NAMES.get(obj)
+    if name is None:
+        name = _NAMES[obj] = f"{obj.__module__}.{obj.__qualname__}" if isinstance(obj, type) else str(obj)
+    return name
+
+
+_NAMES: dict = {}  # (types, dtypes and devices never compare equal to one another)
 
 
 def _batched_tensor_checks(tensors: list[TensorMatch], checker, consts: Consts) -> list[str]:
