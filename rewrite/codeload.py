@@ -54,10 +54,9 @@ def _private(path: str) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
-def _choose(fallback=None) -> str | None:
+def _choose(fallback) -> str | None:
     """The cache directory to use: `config.cache_dir` (or one in the temporary directory), made
     private, trimmed at most once an hour; where it is refused, `fallback(root, why)`."""
-    fallback = fallback or _fallback
     root = config.cache_dir or os.path.join(tempfile.gettempdir(), f"rewrite-{os.getuid()}")
     try:
         os.mkdir(root, 0o700)
@@ -96,30 +95,31 @@ def prepare(kind: str) -> None:
     """Choose the cache directory and make its `kind` folder now -- on a thread of the caller's,
     ahead of the first call that reads it (rewrite.persist.prefetch) -- unless it is refused:
     then the call that needs it chooses another and warns, as it would have."""
-    global _dir, _for
-    with _lock:
-        if _dir is None or _for != config.cache_dir:
-            wanted = config.cache_dir
-            root = _choose(fallback=lambda root, why: None)
-            if root is None:
-                return
-            _dir, _for = root, wanted
-            _made.clear()
-    try:
-        _subdir(kind)
-    except OSError:
-        pass
+    if _chosen(lambda root, why: None) is not None:
+        try:
+            _subdir(kind)
+        except OSError:
+            pass
 
 
 def cache_dir() -> str:
     """The private directory generated files are written to (chosen once per process, and
     again if `config.cache_dir` changes)."""
+    return _chosen(_fallback)
+
+
+def _chosen(fallback) -> str | None:
+    """The directory in use, chosen now if it is not yet (see _choose: None where `fallback`,
+    given a refused one, says None)."""
     global _dir, _for
     if _dir is None or _for != config.cache_dir:
         with _lock:
             if _dir is None or _for != config.cache_dir:
-                _for = config.cache_dir
-                _dir = _choose()
+                wanted = config.cache_dir
+                root = _choose(fallback)
+                if root is None:
+                    return None
+                _dir, _for = root, wanted
                 _made.clear()
     return _dir
 
@@ -191,6 +191,11 @@ def _holds(path: str, data: bytes) -> bool:
     return _read_private(path, len(data)) == data
 
 
+def _ours(st) -> bool:
+    """A regular file of ours that nobody else can read or write."""
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
+
+
 def _read_private(path: str, most: int) -> bytes | None:
     """The bytes of `path` if it is a private regular file of ours of at most `most` bytes
     (its age refreshed, for trim), else None."""
@@ -201,7 +206,7 @@ def _read_private(path: str, most: int) -> bytes | None:
         return None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077 or st.st_size > most:
+        if not _ours(st) or st.st_size > most:
             return None
         data = _read(fd, st.st_size + 1)
         if len(data) != st.st_size:
@@ -232,7 +237,7 @@ def touch_private(kind: str, filename: str) -> bool:
     try:
         path = os.path.join(_subdir(kind), filename)
         st = os.lstat(path)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        if not _ours(st):
             return False
         os.utime(path, follow_symlinks=False)
         return True

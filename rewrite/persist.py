@@ -27,8 +27,8 @@ files), torch and Python. The file is `MAGIC`, the SHA-256 of the rest, and a ma
 whose "key" must equal the expected one; it is read only if it is a regular file of ours that
 nobody else can read (`codeload.read_private`). A record's texts are
 `<cache dir>/persist/<sha256>.rws`: `SOURCES_MAGIC` and the marshalled pair, used only if its
-SHA-256 is its name (a record whose texts file is gone is a miss; one found corrupt later reads as no
-text: its guard closure then accepts nothing). A corrupt, truncated, foreign or stale file is a
+SHA-256 is its name (a record whose texts file is gone is a miss; one found corrupt later reads
+as no text: its guard closure then accepts nothing). A corrupt, truncated, foreign or stale file is a
 miss, never an error. Writes go through codeload's writer thread (`codeload.later`, which
 writes the generated sources too), at a quiet moment: once nothing was queued for a quarter of
 a second (at most two seconds after the first), at `flush()`, and at exit -- so neither the
@@ -424,14 +424,15 @@ class _Sources:
         self.texts: tuple[str, str] | None = None
 
     def entry(self) -> str:
-        if self.texts is None:
-            self.texts = read_sources(self.digest)
-        return self.texts[0]
+        return self._read()[0]
 
     def guard(self) -> str:
+        return self._read()[1]
+
+    def _read(self) -> tuple[str, str]:
         if self.texts is None:
             self.texts = read_sources(self.digest)
-        return self.texts[1]
+        return self.texts
 
 
 def load(dispatcher, args) -> tuple[Entry, object] | None:
@@ -455,7 +456,7 @@ def load(dispatcher, args) -> tuple[Entry, object] | None:
             continue
         start = time.perf_counter()
         try:
-            entry = _entry(dispatcher, record, args)
+            entry = _entry(dispatcher, record)
         except locate.Lost as e:
             if logs.enabled("perf_hints"):
                 logs.get("perf_hints").debug("a persisted entry of %s does not apply: %s", dispatcher.qualname, e)
@@ -497,7 +498,7 @@ class _Raised:
         raise error
 
 
-def _entry(dispatcher, record: dict, args) -> Entry:
+def _entry(dispatcher, record: dict) -> Entry:
     """The entry `record` describes, its constants found again in this process (locate.Lost:
     one cannot be, or the call's tensors are not the recorded ones)."""
     if not codeload.touch_private(KIND, record["sources"] + SOURCES):  # (trimmed away, say: made again)

@@ -251,7 +251,7 @@ def tensor_facts(t, shape: tuple, stride: tuple) -> tuple:
         return ()
     sizes = tuple(None if s is None else n for s, n in zip(shape, t.shape))
     strides = tuple(None if s is None else n for s, n in zip(stride, t.stride()))
-    return (_named(type(t)), sizes, strides, _named(t.dtype), _named(t.device), t.requires_grad,
+    return (_fact_name(type(t)), sizes, strides, _fact_name(t.dtype), _fact_name(t.device), t.requires_grad,
             torch._C._dispatch_keys(t).raw_repr())
 
 
@@ -261,8 +261,8 @@ def has_facts(t, fact: tuple) -> bool:
     if not isinstance(t, torch.Tensor) or len(fact) != 7:
         return False
     name, sizes, strides, dtype, device, grad, keys = fact
-    if _named(type(t)) != name or t.requires_grad is not grad or t.dim() != len(sizes) or \
-            _named(t.dtype) != dtype or _named(t.device) != device:
+    if _fact_name(type(t)) != name or t.requires_grad is not grad or t.dim() != len(sizes) or \
+            _fact_name(t.dtype) != dtype or _fact_name(t.device) != device:
         return False
     if not _pinned_equal(sizes, t.shape) or not _pinned_equal(strides, t.stride()):
         return False
@@ -276,7 +276,7 @@ def _pinned_equal(pinned: tuple, actual) -> bool:
     return all(p is None or p == n for p, n in zip(pinned, actual))
 
 
-def _named(obj) -> str:
+def _fact_name(obj) -> str:
     """A tensor type's, dtype's or device's name in tensor_facts (a load compares dozens of
     tensors: each name made once)."""
     name = _NAMES.get(obj)
@@ -320,9 +320,10 @@ def _shared_sources(emitted: list[Guard], steps: list[int], also=(),
     `emitted`: the guards in the order their checks are written, `steps[i]` the statement
     group of guard i. With `reuse`, a local is reused once every check that may read its source
     (a guard's sources and their bases) is behind (`_allocate`): a frame of a few dozen locals,
-    not hundreds, and fewer names for a new process to intern when it loads the entry. Returns (source -> its local,
-    id(source) -> its local or None for every source object counted, source -> (first, last)
-    step that may read it, id(source) -> the same for the sources named)."""
+    not hundreds, and fewer names for a new process to intern when it loads the entry. Returns
+    (source -> its local, id(source) -> its local or None for every source object counted,
+    source -> (first, last) step that may read it, id(source) -> the same for the sources
+    named)."""
     parts: list = []  # (each check's sources and their bases, each once per check, in step order)
     where: list = []
     for g, step in zip(emitted, steps):
